@@ -1,0 +1,111 @@
+#include "core/plan.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/names.h"
+#include "core/problem.h"
+#include "core/registry.h"
+#include "core/run_views.h"
+#include "core/schedule.h"
+
+namespace {
+
+constexpr uintptr_t kWorkspaceAlignment = 256;
+
+}  // namespace
+
+fmha_splitk_plan_s::~fmha_splitk_plan_s() {
+  if (owned_workspace != nullptr) backend.free(data.device.device_id, owned_workspace);
+}
+
+namespace fmha::core {
+
+std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &problem) {
+  fmha_plan_data data;
+  std::memset(&data, 0, sizeof(data));
+  data.problem = resolve_problem(problem);
+  const std::vector<int32_t> hint = copy_kv_seqlen_hint(problem.kv_seqlen_hint, data.problem);
+
+  const BackendChoice choice = Registry::instance().select(data.problem.backend, data.problem.device_id);
+  const fmha_backend_v1 &table = *choice.backend->table;
+  data.problem.backend = table.kind;
+  data.problem.device_id = choice.device_id;
+  BackendMessage props_message;
+  check_backend(table.device_props(choice.device_id, &data.device, props_message.msg()), props_message, table.name,
+                "device_props");
+  data.device.device_id = choice.device_id;
+  data.device.name[sizeof(data.device.name) - 1] = '\0';
+
+  std::string schedule_message;
+  const fmha_status scheduled = choose_schedule(data, hint.empty() ? nullptr : hint.data(), schedule_message);
+  if (scheduled != FMHA_STATUS_SUCCESS)
+    fail(scheduled, schedule_message.empty() ? std::string("the schedule could not be chosen") : schedule_message);
+
+  BackendMessage plan_message;
+  check_backend(table.plan(&data, plan_message.msg()), plan_message, table.name, "plan");
+  data.kernel_name[sizeof(data.kernel_name) - 1] = '\0';
+
+  auto plan = std::make_unique<fmha_splitk_plan_s>(data, table);
+  if (data.workspace_size > 0) {
+    // Kept only on success: a failed alloc may leave anything in `workspace`.
+    void *workspace = nullptr;
+    BackendMessage alloc_message;
+    check_backend(table.alloc(choice.device_id, data.workspace_size, &workspace, alloc_message.msg()), alloc_message,
+                  table.name, cat("allocating the plan's ", data.workspace_size, "-byte workspace").c_str());
+    plan->owned_workspace = workspace;
+  }
+  return plan;
+}
+
+void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
+  fmha_run_views views = run_views(plan.data, args);
+  views.stream = args.stream;
+  const bool owned = args.workspace == nullptr;
+  if (owned) {
+    views.workspace = plan.owned_workspace;
+    views.workspace_size = plan.data.workspace_size;
+  } else {
+    if (args.workspace_size < plan.data.workspace_size)
+      fail(FMHA_STATUS_INSUFFICIENT_WORKSPACE,
+           cat("args.workspace_size = ", args.workspace_size, " is less than the plan's workspace size ",
+               plan.data.workspace_size, " (fmha_splitk_plan_workspace_size)"));
+    const auto address = reinterpret_cast<uintptr_t>(args.workspace);
+    if (address % kWorkspaceAlignment != 0)
+      invalid(
+          cat("args.workspace = 0x", std::hex, address, std::dec, " is not ", kWorkspaceAlignment, "-byte aligned"));
+    views.workspace = args.workspace;
+    views.workspace_size = args.workspace_size;
+  }
+  const fmha_splitk_problem &problem = plan.data.problem;
+  if (problem.batch == 0 || problem.max_q_seqlen == 0) return;
+
+  std::unique_lock<std::mutex> lock(plan.owned_workspace_lock, std::defer_lock);
+  if (owned && plan.owned_workspace != nullptr) lock.lock();
+  BackendMessage message;
+  check_backend(plan.backend.run(&plan.data, &views, message.msg()), message, plan.backend.name, "run");
+}
+
+fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan) {
+  const fmha_plan_data &data = plan.data;
+  fmha_splitk_plan_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  info.backend = data.problem.backend;
+  info.device_id = data.device.device_id;
+  info.split_k = data.split_k;
+  info.kv_chunk_size = data.kv_chunk_size;
+  info.num_workers = data.device.num_workers;
+  info.max_partials = static_cast<int32_t>(std::min<int64_t>(data.max_partials, std::numeric_limits<int32_t>::max()));
+  info.workspace_size = data.workspace_size;
+  copy_name(info.backend_name, plan.backend.name);
+  copy_name(info.kernel_name, data.kernel_name);
+  copy_name(info.device_name, data.device.name);
+  return info;
+}
+
+}  // namespace fmha::core

@@ -1,0 +1,331 @@
+// Split-K heuristic and work partition (see schedule.h and DESIGN 5.1).
+#include "core/schedule.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace fmha::core {
+namespace {
+
+// Every workspace region starts at this alignment (GPU vector loads, and the
+// alignment the public API promises for the workspace base).
+constexpr size_t kWorkspaceAlignment = 256;
+
+// Shortest BALANCED range. A piece that is split off costs one partial row
+// written and read back per query row, so it must hold enough keys to
+// amortise the merge: a GPU streams about 256 keys per tile pass; CPU
+// threads are few and their merge is cheap, so shorter pieces pay off there.
+constexpr int32_t kMinPieceKeysGpu = 256;
+constexpr int32_t kMinPieceKeysCpu = 64;
+
+// BALANCED aims at this many (piece, group, K/V head) work items per worker,
+// so that uneven pieces still leave a short last wave.
+constexpr int64_t kItemsPerWorker = 2;
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+int64_t ceil_div(int64_t numerator, int64_t denominator) { return (numerator + denominator - 1) / denominator; }
+
+// Chunks of FIXED_CHUNK a sequence of kv_len keys is cut into (>= 1).
+int64_t fixed_chunks(int64_t kv_len, int32_t kv_chunk_size) {
+  return std::max<int64_t>(1, ceil_div(kv_len, kv_chunk_size));
+}
+
+// size_t arithmetic that remembers whether it overflowed.
+class ByteCount {
+ public:
+  explicit ByteCount(size_t value) : value_(value) {}
+  ByteCount &times(uint64_t factor) {
+    if (factor != 0 && value_ > std::numeric_limits<size_t>::max() / factor) overflow_ = true;
+    value_ *= factor;
+    return *this;
+  }
+  ByteCount &plus(size_t addend) {
+    if (value_ > std::numeric_limits<size_t>::max() - addend) overflow_ = true;
+    value_ += addend;
+    return *this;
+  }
+  ByteCount &align_up() {
+    plus(kWorkspaceAlignment - 1);
+    value_ &= ~(kWorkspaceAlignment - 1);
+    return *this;
+  }
+  ByteCount &plus(const ByteCount &other) {
+    overflow_ = overflow_ || other.overflow_;
+    return plus(other.value_);
+  }
+  size_t value() const { return value_; }
+  bool overflowed() const { return overflow_; }
+
+ private:
+  size_t value_;
+  bool overflow_ = false;
+};
+
+// Ranges a run with `total_keys` keys in the batch is actually cut into: the
+// plan's num_ranges, but none shorter than the minimum piece length.
+int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys) {
+  const int64_t by_length = std::max<int64_t>(1, total_keys / plan.kv_chunk_size);
+  return std::min<int64_t>(plan.num_ranges, by_length);
+}
+
+// Calls emit(Piece) for every piece of the batch in (batch, kv_begin) order,
+// with slots numbered densely in that order. kv_len(b) gives the keys of
+// sequence b, in [0, max_kv_seqlen]. The single definition of the partition:
+// partition() stores it, choose_schedule() measures it.
+template <class KvLen, class Emit>
+void for_each_piece(const fmha_plan_data &plan, KvLen kv_len, Emit emit) {
+  const int64_t batch = plan.problem.batch;
+  int32_t next_slot = 0;
+  switch (plan.schedule) {
+    case FMHA_SCHEDULE_UNIFORM: {
+      const int64_t chunk = plan.kv_chunk_size;
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = kv_len(b);
+        if (plan.split_k == 1) {
+          emit(Piece{static_cast<int32_t>(b), 0, static_cast<int32_t>(len), -1});
+          continue;
+        }
+        // Every chunk is a piece, empty ones included: each owns its slot
+        // (and, with FMHA_FLAG_WRITE_PARTIALS, its o_partial index).
+        for (int64_t s = 0; s < plan.split_k; ++s) {
+          const int64_t begin = std::min(s * chunk, len);
+          const int64_t end = std::min((s + 1) * chunk, len);
+          emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(begin), static_cast<int32_t>(end), next_slot++});
+        }
+      }
+      return;
+    }
+    case FMHA_SCHEDULE_FIXED_CHUNK: {
+      const int64_t chunk = plan.kv_chunk_size;
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = kv_len(b);
+        const int64_t chunks = fixed_chunks(len, plan.kv_chunk_size);
+        if (chunks == 1) {
+          emit(Piece{static_cast<int32_t>(b), 0, static_cast<int32_t>(len), -1});
+          continue;
+        }
+        for (int64_t c = 0; c < chunks; ++c) {
+          emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(c * chunk),
+                     static_cast<int32_t>(std::min((c + 1) * chunk, len)), next_slot++});
+        }
+      }
+      return;
+    }
+    case FMHA_SCHEDULE_BALANCED: {
+      int64_t total_keys = 0;
+      for (int64_t b = 0; b < batch; ++b) total_keys += kv_len(b);
+      const int64_t ranges = effective_ranges(plan, total_keys);
+      // Boundaries at multiples of range_len over the concatenated keys;
+      // none when there is a single range.
+      const int64_t range_len = ranges > 1 ? ceil_div(total_keys, ranges) : 0;
+      int64_t seq_start = 0;  // offset of sequence b in the concatenation
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t len = kv_len(b);
+        const int64_t seq_end = seq_start + len;
+        int64_t boundary = range_len > 0 ? (seq_start / range_len + 1) * range_len : seq_end;
+        if (boundary >= seq_end) {
+          emit(Piece{static_cast<int32_t>(b), 0, static_cast<int32_t>(len), -1});
+        } else {
+          int64_t cut = seq_start;
+          for (; boundary < seq_end; boundary += range_len) {
+            emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(cut - seq_start),
+                       static_cast<int32_t>(boundary - seq_start), next_slot++});
+            cut = boundary;
+          }
+          emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(len),
+                     next_slot++});
+        }
+        seq_start = seq_end;
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// BALANCED: ranges for the expected lengths (hint, or max_kv_seqlen each).
+// One range when the longest sequence is no more work than the mean load of
+// a worker (the batch alone fills the device evenly); otherwise enough that
+// ranges x groups x K/V heads is a small multiple of the workers.
+int64_t balanced_ranges(const fmha_plan_data &plan, int64_t total_keys, int64_t longest, int32_t min_piece) {
+  const fmha_splitk_problem &problem = plan.problem;
+  const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
+  const int64_t workers = std::max<int32_t>(1, plan.device.num_workers);
+  if (total_keys == 0) return 1;
+  // longest * workers <= total_keys * items_per_range, without overflow.
+  const double mean_worker_load =
+      static_cast<double>(total_keys) * static_cast<double>(items_per_range) / static_cast<double>(workers);
+  if (static_cast<double>(longest) <= mean_worker_load) return 1;
+  const int64_t wanted = ceil_div(kItemsPerWorker * workers, items_per_range);
+  const int64_t by_length = std::max<int64_t>(1, total_keys / min_piece);
+  return std::min({wanted, by_length, kMaxInt32});
+}
+
+bool refuse(std::string &message, std::string text) {
+  message = std::move(text);
+  return false;
+}
+
+// The preconditions the schedule's arithmetic relies on (the core validates
+// the problem, and the hint against max_kv_seqlen, fully before; this keeps
+// the schedule's own arithmetic defined).
+bool check_problem(const fmha_splitk_problem &problem, std::string &message) {
+  if (problem.batch < 0 || problem.max_q_seqlen < 0 || problem.max_kv_seqlen < 0)
+    return refuse(message, "problem.batch = " + std::to_string(problem.batch) +
+                               ", problem.max_q_seqlen = " + std::to_string(problem.max_q_seqlen) +
+                               ", problem.max_kv_seqlen = " + std::to_string(problem.max_kv_seqlen) +
+                               ": sizes must be >= 0");
+  if (problem.groups < 1 || problem.heads_q < 1 || problem.heads_kv < 1 || problem.heads_q % problem.heads_kv != 0 ||
+      problem.head_dim_v < 1)
+    return refuse(message, "problem.groups = " + std::to_string(problem.groups) +
+                               ", problem.heads_q = " + std::to_string(problem.heads_q) +
+                               ", problem.heads_kv = " + std::to_string(problem.heads_kv) +
+                               ", problem.head_dim_v = " + std::to_string(problem.head_dim_v) +
+                               ": the schedule needs groups, heads and head_dim_v >= 1 and heads_kv dividing heads_q");
+  if (problem.batch > kMaxInt32)
+    return refuse(message, "problem.batch = " + std::to_string(problem.batch) +
+                               " exceeds 2147483647, the largest sequence index of a work partition");
+  if (problem.max_kv_seqlen > kMaxInt32)
+    return refuse(message, "problem.max_kv_seqlen = " + std::to_string(problem.max_kv_seqlen) +
+                               " exceeds 2147483647, the largest key index of a work partition");
+  if (problem.split_k < 0)
+    return refuse(message, "problem.split_k = " + std::to_string(problem.split_k) + " must be >= 0");
+  if (problem.split_k == 0 && (problem.flags & FMHA_FLAG_BATCH_INVARIANT) && problem.kv_chunk_size < 1)
+    return refuse(message, "problem.kv_chunk_size = " + std::to_string(problem.kv_chunk_size) +
+                               " must be >= 1 with FMHA_FLAG_BATCH_INVARIANT");
+  return true;
+}
+
+// Lays out the workspace regions for plan.max_partials partial slots and
+// max_pieces(plan) metadata entries.
+bool size_workspace(fmha_plan_data &plan, std::string &message) {
+  const fmha_splitk_problem &problem = plan.problem;
+  plan.ws_partial_o_offset = 0;
+  plan.ws_partial_lse_offset = 0;
+  plan.ws_meta_offset = 0;
+  plan.ws_meta_size = 0;
+  plan.workspace_size = 0;
+  if (plan.max_partials == 0) return true;  // pieces write O directly: no workspace
+
+  ByteCount lse_bytes(sizeof(float));
+  lse_bytes.times(static_cast<uint64_t>(plan.max_partials))
+      .times(static_cast<uint64_t>(problem.groups))
+      .times(static_cast<uint64_t>(problem.heads_q))
+      .times(static_cast<uint64_t>(problem.max_q_seqlen));
+  ByteCount o_bytes = lse_bytes;
+  o_bytes.times(static_cast<uint64_t>(problem.head_dim_v));
+  ByteCount meta_bytes(sizeof(Piece));
+  meta_bytes.times(static_cast<uint64_t>(max_pieces(plan)));
+
+  ByteCount lse_offset(0);
+  lse_offset.plus(o_bytes).align_up();
+  ByteCount meta_offset = lse_offset;
+  meta_offset.plus(lse_bytes).align_up();
+  ByteCount total = meta_offset;
+  total.plus(meta_bytes).align_up();
+  if (total.overflowed())
+    return refuse(message, "workspace of " + std::to_string(plan.max_partials) + " partial slots x groups " +
+                               std::to_string(problem.groups) + " x heads_q " + std::to_string(problem.heads_q) +
+                               " x max_q_seqlen " + std::to_string(problem.max_q_seqlen) + " x head_dim_v " +
+                               std::to_string(problem.head_dim_v) + " overflows size_t");
+  plan.ws_partial_lse_offset = lse_offset.value();
+  plan.ws_meta_offset = meta_offset.value();
+  plan.ws_meta_size = meta_bytes.value();
+  plan.workspace_size = total.value();
+  return true;
+}
+
+}  // namespace
+
+fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint, std::string &message) {
+  const fmha_splitk_problem &problem = plan.problem;
+  if (!check_problem(problem, message)) return FMHA_STATUS_INVALID_ARGUMENT;
+
+  const int64_t batch = problem.batch;
+  const int64_t max_kv = problem.max_kv_seqlen;
+  const bool dense = problem.kv_layout == FMHA_KV_DENSE;
+  // The lengths the plan expects: the hint where there is one.
+  auto expected_len = [&](int64_t b) -> int64_t {
+    return kv_seqlen_hint != nullptr && !dense ? kv_seqlen_hint[b] : max_kv;
+  };
+
+  plan.rows_per_kv_head = problem.max_q_seqlen * (problem.heads_q / problem.heads_kv);
+  plan.num_ranges = 0;
+  int64_t partials = 0;
+  if (problem.split_k >= 1) {
+    plan.schedule = FMHA_SCHEDULE_UNIFORM;
+    plan.split_k = problem.split_k;
+    plan.kv_chunk_size = static_cast<int32_t>(std::max<int64_t>(1, ceil_div(max_kv, problem.split_k)));
+    partials = problem.split_k == 1 ? 0 : batch * problem.split_k;
+  } else if (problem.flags & FMHA_FLAG_BATCH_INVARIANT) {
+    plan.schedule = FMHA_SCHEDULE_FIXED_CHUNK;
+    plan.kv_chunk_size = problem.kv_chunk_size;
+    const int64_t chunks = fixed_chunks(max_kv, problem.kv_chunk_size);
+    int64_t expected_chunks = 1;
+    for (int64_t b = 0; b < batch; ++b)
+      expected_chunks = std::max(expected_chunks, fixed_chunks(expected_len(b), problem.kv_chunk_size));
+    plan.split_k = static_cast<int32_t>(expected_chunks);
+    partials = chunks == 1 ? 0 : batch * chunks;
+  } else {
+    plan.schedule = FMHA_SCHEDULE_BALANCED;
+    const int32_t min_piece = plan.device.dl_device_type == kDLCPU ? kMinPieceKeysCpu : kMinPieceKeysGpu;
+    int64_t total_keys = 0;
+    int64_t longest = 0;
+    for (int64_t b = 0; b < batch; ++b) {
+      total_keys += expected_len(b);
+      longest = std::max(longest, expected_len(b));
+    }
+    const int64_t ranges = balanced_ranges(plan, total_keys, longest, min_piece);
+    plan.kv_chunk_size = min_piece;
+    plan.num_ranges = static_cast<int32_t>(ranges);
+    // R ranges have R - 1 inner boundaries; each adds one piece, and a split
+    // sequence's pieces all take slots: at most 2 (R - 1), and at most
+    // B + R - 1 (every piece).
+    partials = std::min(2 * (ranges - 1), batch + ranges - 1);
+    if (batch == 0) partials = 0;
+    // split_k reports the most pieces a sequence gets with expected lengths.
+    int64_t most = 1;
+    int64_t run_batch = -1;
+    int64_t run_length = 0;
+    for_each_piece(plan, expected_len, [&](const Piece &piece) {
+      run_length = piece.batch == run_batch ? run_length + 1 : 1;
+      run_batch = piece.batch;
+      most = std::max(most, run_length);
+    });
+    plan.split_k = static_cast<int32_t>(most);
+  }
+  if (partials > kMaxInt32) {
+    message = "problem.batch = " + std::to_string(batch) + " with " + std::to_string(plan.split_k) +
+              " chunks per sequence needs " + std::to_string(partials) + " partial slots, more than 2147483647";
+    return FMHA_STATUS_INVALID_ARGUMENT;
+  }
+  plan.max_partials = partials;
+  if (!size_workspace(plan, message)) return FMHA_STATUS_INVALID_ARGUMENT;
+  return FMHA_STATUS_SUCCESS;
+}
+
+int64_t max_pieces(const fmha_plan_data &plan) {
+  const int64_t batch = plan.problem.batch;
+  if (batch == 0) return 0;
+  switch (plan.schedule) {
+    case FMHA_SCHEDULE_UNIFORM:
+      return batch * plan.split_k;
+    case FMHA_SCHEDULE_FIXED_CHUNK:
+      return batch * fixed_chunks(plan.problem.max_kv_seqlen, plan.kv_chunk_size);
+    case FMHA_SCHEDULE_BALANCED:
+      return batch + plan.num_ranges - 1;
+    default:
+      return 0;
+  }
+}
+
+int64_t partition(const fmha_plan_data &plan, const int32_t *kv_len, Piece *pieces) {
+  int64_t count = 0;
+  for_each_piece(
+      plan, [kv_len](int64_t b) -> int64_t { return kv_len[b]; }, [&](const Piece &piece) { pieces[count++] = piece; });
+  return count;
+}
+
+}  // namespace fmha::core
