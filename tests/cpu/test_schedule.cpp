@@ -1,0 +1,436 @@
+// Unit tests of the split-K schedule (src/core/schedule.cpp, compiled into
+// this executable): choose_schedule, max_pieces and partition.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/schedule.h"
+
+namespace {
+
+using fmha::core::choose_schedule;
+using fmha::core::max_pieces;
+using fmha::core::partition;
+using fmha::core::Piece;
+
+struct Shape {
+  int64_t batch = 4;
+  int64_t max_q_seqlen = 1;
+  int64_t max_kv_seqlen = 4096;
+  int32_t groups = 1;
+  int32_t heads_q = 8;
+  int32_t heads_kv = 1;
+  int32_t head_dim_v = 128;
+  int32_t split_k = 0;
+  uint32_t flags = 0;
+  int32_t kv_chunk_size = 0;
+  int32_t kv_layout = FMHA_KV_PADDED;
+  int32_t num_workers = 8;
+  int32_t dl_device_type = kDLCPU;
+};
+
+fmha_plan_data plan_for(const Shape &shape) {
+  fmha_plan_data plan{};
+  fmha_splitk_problem &p = plan.problem;
+  p.struct_size = sizeof p;
+  p.batch = shape.batch;
+  p.max_q_seqlen = shape.max_q_seqlen;
+  p.max_kv_seqlen = shape.max_kv_seqlen;
+  p.groups = shape.groups;
+  p.heads_q = shape.heads_q;
+  p.heads_kv = shape.heads_kv;
+  p.head_dim_qk = shape.head_dim_v;
+  p.head_dim_v = shape.head_dim_v;
+  p.split_k = shape.split_k;
+  p.flags = shape.flags;
+  p.kv_chunk_size = shape.kv_chunk_size;
+  p.kv_layout = shape.kv_layout;
+  plan.device.num_workers = shape.num_workers;
+  plan.device.dl_device_type = shape.dl_device_type;
+  return plan;
+}
+
+fmha_plan_data scheduled(const Shape &shape, const int32_t *hint = nullptr) {
+  fmha_plan_data plan = plan_for(shape);
+  std::string message;
+  EXPECT_EQ(choose_schedule(plan, hint, message), FMHA_STATUS_SUCCESS) << message;
+  return plan;
+}
+
+std::vector<Piece> pieces_of(const fmha_plan_data &plan, const std::vector<int32_t> &kv_len) {
+  std::vector<Piece> pieces(static_cast<size_t>(max_pieces(plan)) + 1);
+  const int64_t count = partition(plan, kv_len.data(), pieces.data());
+  EXPECT_LE(count, max_pieces(plan));
+  pieces.resize(static_cast<size_t>(count));
+  return pieces;
+}
+
+// The invariants every schedule keeps (schedule.h): pieces ordered by
+// sequence, each sequence covered exactly once and in order, slots dense
+// from 0 and below max_partials, slot -1 only for a piece that is its
+// sequence's whole.
+void expect_valid_partition(const fmha_plan_data &plan, const std::vector<int32_t> &kv_len,
+                            const std::vector<Piece> &pieces) {
+  size_t index = 0;
+  int32_t next_slot = 0;
+  for (int32_t b = 0; b < static_cast<int32_t>(kv_len.size()); ++b) {
+    const size_t first = index;
+    int32_t covered = 0;
+    while (index < pieces.size() && pieces[index].batch == b) {
+      const Piece &piece = pieces[index];
+      EXPECT_EQ(piece.kv_begin, covered) << "sequence " << b << " piece " << index;
+      EXPECT_LE(piece.kv_begin, piece.kv_end);
+      covered = piece.kv_end;
+      if (piece.slot >= 0) {
+        EXPECT_EQ(piece.slot, next_slot++);
+        EXPECT_LT(piece.slot, plan.max_partials);
+      }
+      ++index;
+    }
+    ASSERT_GT(index, first) << "sequence " << b << " has no piece";
+    EXPECT_EQ(covered, kv_len[static_cast<size_t>(b)]) << "sequence " << b;
+    const size_t count = index - first;
+    for (size_t i = first; i < index; ++i)
+      EXPECT_EQ(pieces[i].slot < 0, count == 1) << "sequence " << b << ": slot -1 means the whole sequence";
+    if (kv_len[static_cast<size_t>(b)] == 0 && plan.schedule != FMHA_SCHEDULE_UNIFORM) {
+      EXPECT_EQ(count, 1u) << "a zero-length sequence is one empty piece";
+    }
+  }
+  EXPECT_EQ(index, pieces.size()) << "pieces past the last sequence";
+}
+
+std::vector<int32_t> random_lengths(std::mt19937 &rng, int64_t batch, int32_t max_kv) {
+  std::uniform_int_distribution<int32_t> length(0, max_kv);
+  std::bernoulli_distribution empty(0.15);
+  std::vector<int32_t> lengths(static_cast<size_t>(batch));
+  for (int32_t &len : lengths) len = empty(rng) ? 0 : length(rng);
+  return lengths;
+}
+
+TEST(Schedule, UniformMatchesReferenceChunking) {
+  Shape shape;
+  shape.batch = 3;
+  shape.max_kv_seqlen = 1000;
+  shape.split_k = 7;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_UNIFORM);
+  EXPECT_EQ(plan.split_k, 7);
+  EXPECT_EQ(plan.kv_chunk_size, 143);  // ceil(1000 / 7), the reference's BLOCK_N_PER_SPLIT
+  EXPECT_EQ(plan.max_partials, 21);
+  EXPECT_EQ(max_pieces(plan), 21);
+  const std::vector<int32_t> kv_len = {1000, 500, 0};
+  const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+  ASSERT_EQ(pieces.size(), 21u);
+  expect_valid_partition(plan, kv_len, pieces);
+  for (int32_t b = 0; b < 3; ++b) {
+    for (int32_t s = 0; s < 7; ++s) {
+      const Piece &piece = pieces[static_cast<size_t>(b) * 7 + static_cast<size_t>(s)];
+      const int32_t len = kv_len[static_cast<size_t>(b)];
+      EXPECT_EQ(piece.batch, b);
+      EXPECT_EQ(piece.kv_begin, std::min(s * 143, len));
+      EXPECT_EQ(piece.kv_end, std::min((s + 1) * 143, len));
+      EXPECT_EQ(piece.slot, b * 7 + s) << "chunk s of sequence b is slot b * split_k + s";
+    }
+  }
+}
+
+TEST(Schedule, UniformSplitOneWritesOutputDirectly) {
+  Shape shape;
+  shape.split_k = 1;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_UNIFORM);
+  EXPECT_EQ(plan.max_partials, 0);
+  EXPECT_EQ(plan.workspace_size, 0u);
+  EXPECT_EQ(plan.ws_meta_size, 0u);
+  const std::vector<int32_t> kv_len = {4096, 0, 17, 1};
+  const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+  ASSERT_EQ(pieces.size(), 4u);
+  expect_valid_partition(plan, kv_len, pieces);
+  for (const Piece &piece : pieces) EXPECT_EQ(piece.slot, -1);
+}
+
+TEST(Schedule, UniformMoreSplitsThanKeysLeavesEmptyChunks) {
+  Shape shape;
+  shape.batch = 2;
+  shape.max_kv_seqlen = 3;
+  shape.split_k = 5;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.kv_chunk_size, 1);
+  const std::vector<int32_t> kv_len = {3, 0};
+  const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+  ASSERT_EQ(pieces.size(), 10u);
+  expect_valid_partition(plan, kv_len, pieces);
+  EXPECT_EQ(pieces[3].kv_begin, pieces[3].kv_end);
+  EXPECT_EQ(pieces[9].kv_begin, 0);
+  EXPECT_EQ(pieces[9].kv_end, 0);
+}
+
+TEST(Schedule, FixedChunkPiecesDependOnlyOnTheSequence) {
+  Shape shape;
+  shape.batch = 5;
+  shape.flags = FMHA_FLAG_BATCH_INVARIANT;
+  shape.kv_chunk_size = 256;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_FIXED_CHUNK);
+  EXPECT_EQ(plan.kv_chunk_size, 256);
+  EXPECT_EQ(plan.max_partials, 5 * 16);
+  std::mt19937 rng(7);
+  const int32_t probe = 1000;  // sequence 2 keeps this length while the rest changes
+  std::vector<Piece> reference;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<int32_t> kv_len = random_lengths(rng, shape.batch, 4096);
+    kv_len[2] = probe;
+    const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+    expect_valid_partition(plan, kv_len, pieces);
+    std::vector<Piece> of_probe;
+    for (const Piece &piece : pieces)
+      if (piece.batch == 2) of_probe.push_back(piece);
+    ASSERT_EQ(of_probe.size(), 4u);  // ceil(1000 / 256)
+    for (size_t c = 0; c < of_probe.size(); ++c) {
+      EXPECT_EQ(of_probe[c].kv_begin, static_cast<int32_t>(c) * 256);
+      EXPECT_EQ(of_probe[c].kv_end, std::min(static_cast<int32_t>(c + 1) * 256, probe));
+    }
+    if (trial == 0) reference = of_probe;
+    for (size_t c = 0; c < of_probe.size(); ++c) {
+      EXPECT_EQ(of_probe[c].kv_begin, reference[c].kv_begin);
+      EXPECT_EQ(of_probe[c].kv_end, reference[c].kv_end);
+    }
+  }
+  // A sequence that fits in one chunk writes O directly.
+  const std::vector<int32_t> short_lengths = {256, 1, 0, 255, 100};
+  for (const Piece &piece : pieces_of(plan, short_lengths)) EXPECT_EQ(piece.slot, -1);
+}
+
+TEST(Schedule, FixedChunkWithOneChunkNeedsNoWorkspace) {
+  Shape shape;
+  shape.max_kv_seqlen = 200;
+  shape.flags = FMHA_FLAG_BATCH_INVARIANT;
+  shape.kv_chunk_size = 256;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.max_partials, 0);
+  EXPECT_EQ(plan.workspace_size, 0u);
+  EXPECT_EQ(plan.split_k, 1);
+}
+
+TEST(Schedule, ForcedSplitTakesPrecedenceOverBatchInvariant) {
+  Shape shape;
+  shape.split_k = 4;
+  shape.flags = FMHA_FLAG_BATCH_INVARIANT;
+  shape.kv_chunk_size = 256;
+  EXPECT_EQ(scheduled(shape).schedule, FMHA_SCHEDULE_UNIFORM);
+}
+
+TEST(Schedule, BalancedSplitsALoneLongSequenceEvenly) {
+  Shape shape;
+  shape.batch = 1;
+  shape.max_kv_seqlen = 100000;
+  shape.num_workers = 8;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_BALANCED);
+  EXPECT_GT(plan.num_ranges, 1);
+  EXPECT_GE(static_cast<int64_t>(plan.num_ranges) * shape.groups * shape.heads_kv, shape.num_workers)
+      << "ranges x K/V heads must fill the workers";
+  EXPECT_EQ(plan.split_k, plan.num_ranges);
+  const std::vector<int32_t> kv_len = {100000};
+  const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+  expect_valid_partition(plan, kv_len, pieces);
+  ASSERT_EQ(static_cast<int64_t>(pieces.size()), plan.num_ranges);
+  const int32_t range_len = (100000 + plan.num_ranges - 1) / plan.num_ranges;
+  for (const Piece &piece : pieces) EXPECT_LE(piece.kv_end - piece.kv_begin, range_len);
+  EXPECT_GE(pieces.back().kv_end - pieces.back().kv_begin, range_len - plan.num_ranges);
+}
+
+TEST(Schedule, BalancedCutsTheConcatenationIntoEqualRanges) {
+  Shape shape;
+  shape.batch = 6;
+  shape.max_kv_seqlen = 8192;
+  shape.num_workers = 16;
+  const fmha_plan_data plan = scheduled(shape);
+  ASSERT_EQ(plan.schedule, FMHA_SCHEDULE_BALANCED);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    const std::vector<int32_t> kv_len = random_lengths(rng, shape.batch, 8192);
+    const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+    expect_valid_partition(plan, kv_len, pieces);
+    int64_t total = 0;
+    for (int32_t len : kv_len) total += len;
+    const int64_t ranges = std::min<int64_t>(plan.num_ranges, std::max<int64_t>(1, total / plan.kv_chunk_size));
+    const int64_t range_len = (total + ranges - 1) / ranges;
+    // Every piece lies inside one range of the concatenated keys, and each
+    // range ends exactly at a piece boundary.
+    std::vector<int64_t> seq_start(kv_len.size(), 0);
+    for (size_t b = 1; b < kv_len.size(); ++b) seq_start[b] = seq_start[b - 1] + kv_len[b - 1];
+    for (const Piece &piece : pieces) {
+      if (piece.kv_begin == piece.kv_end) continue;
+      const int64_t begin = seq_start[static_cast<size_t>(piece.batch)] + piece.kv_begin;
+      const int64_t end = seq_start[static_cast<size_t>(piece.batch)] + piece.kv_end;
+      EXPECT_EQ(begin / range_len, (end - 1) / range_len) << "piece crosses a range boundary";
+      if (piece.slot >= 0 && piece.kv_end < kv_len[static_cast<size_t>(piece.batch)]) {
+        EXPECT_EQ(end % range_len, 0) << "a sequence is split only at a range boundary";
+      }
+    }
+    EXPECT_LE(static_cast<int64_t>(pieces.size()), shape.batch + ranges - 1);
+  }
+}
+
+TEST(Schedule, BalancedKeepsRangesAboveTheMinimumPieceLength) {
+  Shape shape;
+  shape.batch = 1;
+  shape.max_kv_seqlen = 65536;
+  shape.num_workers = 64;
+  const fmha_plan_data plan = scheduled(shape);
+  ASSERT_EQ(plan.schedule, FMHA_SCHEDULE_BALANCED);
+  for (int32_t len : {1, 63, 64, 200, 1000, 5000}) {
+    const std::vector<int32_t> kv_len = {len};
+    const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+    expect_valid_partition(plan, kv_len, pieces);
+    for (size_t i = 0; i + 1 < pieces.size(); ++i) {
+      EXPECT_GE(pieces[i].kv_end - pieces[i].kv_begin, plan.kv_chunk_size) << "length " << len;
+    }
+    if (len < 2 * plan.kv_chunk_size) {
+      EXPECT_EQ(pieces.size(), 1u) << "length " << len;
+    }
+  }
+}
+
+TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsTheWorkers) {
+  Shape shape;
+  shape.batch = 64;
+  shape.heads_kv = 8;
+  shape.heads_q = 32;
+  shape.num_workers = 132;
+  shape.dl_device_type = kDLCUDA;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_BALANCED);
+  EXPECT_EQ(plan.num_ranges, 1);
+  EXPECT_EQ(plan.max_partials, 0);
+  EXPECT_EQ(plan.workspace_size, 0u);
+  EXPECT_EQ(plan.split_k, 1);
+  EXPECT_EQ(plan.kv_chunk_size, 256) << "GPU minimum piece length";
+}
+
+TEST(Schedule, BalancedHintSplitsTheLongSequenceOfAnUnevenBatch) {
+  Shape shape;
+  shape.batch = 16;
+  shape.max_kv_seqlen = 131072;
+  shape.num_workers = 8;
+  std::vector<int32_t> hint(16, 128);
+  hint[5] = 131072;
+  const fmha_plan_data even = scheduled(shape);
+  const fmha_plan_data uneven = scheduled(shape, hint.data());
+  EXPECT_EQ(even.num_ranges, 1) << "16 equal sequences fill 8 workers";
+  EXPECT_GT(uneven.num_ranges, 1);
+  EXPECT_GT(uneven.split_k, 1);
+  const std::vector<Piece> pieces = pieces_of(uneven, hint);
+  expect_valid_partition(uneven, hint, pieces);
+  int32_t pieces_of_long = 0;
+  for (const Piece &piece : pieces) pieces_of_long += piece.batch == 5;
+  EXPECT_EQ(pieces_of_long, uneven.split_k) << "split_k reports the most pieces of a hinted sequence";
+  // Runs may pass other lengths and stay correct.
+  const std::vector<int32_t> other(16, 131072);
+  expect_valid_partition(uneven, other, pieces_of(uneven, other));
+}
+
+TEST(Schedule, RandomPlansKeepTheInvariants) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int32_t> small(1, 12);
+  for (int trial = 0; trial < 300; ++trial) {
+    Shape shape;
+    shape.batch = small(rng) - 1;
+    shape.max_kv_seqlen = std::uniform_int_distribution<int32_t>(0, 20000)(rng);
+    shape.max_q_seqlen = small(rng);
+    shape.heads_kv = 1 << (small(rng) % 3);
+    shape.heads_q = shape.heads_kv * (1 << (small(rng) % 3));
+    shape.groups = 1 + small(rng) % 2;
+    shape.num_workers = small(rng) * 11;
+    shape.dl_device_type = trial % 2 ? kDLCPU : kDLCUDA;
+    switch (trial % 3) {
+      case 0:
+        shape.split_k = small(rng);
+        break;
+      case 1:
+        shape.flags = FMHA_FLAG_BATCH_INVARIANT;
+        shape.kv_chunk_size = 64 << (small(rng) % 4);
+        break;
+      default:
+        break;
+    }
+    const fmha_plan_data plan = scheduled(shape);
+    for (int run = 0; run < 5; ++run) {
+      const std::vector<int32_t> kv_len = random_lengths(rng, shape.batch, static_cast<int32_t>(shape.max_kv_seqlen));
+      const std::vector<Piece> pieces = pieces_of(plan, kv_len);
+      expect_valid_partition(plan, kv_len, pieces);
+      const std::vector<Piece> again = pieces_of(plan, kv_len);
+      ASSERT_EQ(again.size(), pieces.size());
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        EXPECT_EQ(again[i].kv_begin, pieces[i].kv_begin) << "partition must be deterministic";
+        EXPECT_EQ(again[i].slot, pieces[i].slot);
+      }
+    }
+  }
+}
+
+TEST(Schedule, WorkspaceRegionsAreAlignedAndDisjoint) {
+  Shape shape;
+  shape.batch = 3;
+  shape.max_q_seqlen = 5;
+  shape.groups = 2;
+  shape.heads_q = 6;
+  shape.heads_kv = 3;
+  shape.head_dim_v = 72;
+  shape.split_k = 3;
+  const fmha_plan_data plan = scheduled(shape);
+  EXPECT_EQ(plan.rows_per_kv_head, 5 * 2);
+  const size_t slots = static_cast<size_t>(plan.max_partials);
+  const size_t lse_bytes = slots * 2 * 6 * 5 * sizeof(float);
+  const size_t o_bytes = lse_bytes * 72;
+  const size_t meta_bytes = static_cast<size_t>(max_pieces(plan)) * sizeof(Piece);
+  EXPECT_EQ(plan.ws_meta_size, meta_bytes);
+  for (size_t offset : {plan.ws_partial_o_offset, plan.ws_partial_lse_offset, plan.ws_meta_offset, plan.workspace_size})
+    EXPECT_EQ(offset % 256, 0u);
+  EXPECT_GE(plan.ws_partial_lse_offset, plan.ws_partial_o_offset + o_bytes);
+  EXPECT_GE(plan.ws_meta_offset, plan.ws_partial_lse_offset + lse_bytes);
+  EXPECT_GE(plan.workspace_size, plan.ws_meta_offset + plan.ws_meta_size);
+  EXPECT_LT(plan.workspace_size, plan.ws_meta_offset + plan.ws_meta_size + 256);
+}
+
+TEST(Schedule, BatchZeroNeedsNothing) {
+  Shape shape;
+  shape.batch = 0;
+  for (int32_t split_k : {0, 1, 4}) {
+    shape.split_k = split_k;
+    const fmha_plan_data plan = scheduled(shape);
+    EXPECT_EQ(max_pieces(plan), 0);
+    EXPECT_EQ(plan.workspace_size, 0u);
+    EXPECT_EQ(partition(plan, nullptr, nullptr), 0);
+  }
+}
+
+TEST(Schedule, WorkspaceOverflowIsRefused) {
+  Shape shape;
+  shape.batch = 1000;
+  shape.split_k = 1000;
+  shape.max_q_seqlen = int64_t{1} << 30;
+  shape.heads_q = 1 << 30;
+  shape.heads_kv = 1;
+  shape.head_dim_v = 512;
+  fmha_plan_data plan = plan_for(shape);
+  std::string message;
+  EXPECT_EQ(choose_schedule(plan, nullptr, message), FMHA_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("overflows"), std::string::npos) << message;
+}
+
+TEST(Schedule, TooManyPartialSlotsAreRefused) {
+  Shape shape;
+  shape.batch = int64_t{1} << 30;
+  shape.split_k = 8;
+  fmha_plan_data plan = plan_for(shape);
+  std::string message;
+  EXPECT_EQ(choose_schedule(plan, nullptr, message), FMHA_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("partial slots"), std::string::npos) << message;
+}
+
+}  // namespace
