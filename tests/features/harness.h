@@ -1,0 +1,180 @@
+// What every feature suite does to one case: build fresh random host
+// tensors in the layout the case names, run the public API on the device
+// under test with NaN-poisoned outputs, download, and compare with the
+// float64 oracle. Compiled into the CPU suite and the GPU suite alike, so it
+// only reaches device memory through fmha_test::Device.
+#ifndef FMHA_SPLITK_TESTS_FEATURES_HARNESS_H_
+#define FMHA_SPLITK_TESTS_FEATURES_HARNESS_H_
+
+#include <fmha_splitk/fmha_splitk.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/device.h"
+#include "common/tensor.h"
+#include "oracle/oracle.h"
+
+namespace fmha_test {
+
+// The seed of this test's random data: FMHA_TEST_SEED when set (to replay a
+// failure), else fresh from std::random_device. Tests print it on failure.
+uint64_t fresh_seed();
+std::string seed_note(uint64_t seed);
+
+// Strides of `shape` stored in the physical dim order `order` (outermost
+// first), the innermost physical dim padded by `pad` elements.
+std::vector<int64_t> strides_for(const std::vector<int64_t> &shape, const std::vector<size_t> &order, int64_t pad);
+// An int32 tensor holding `values` in row-major order.
+Tensor int_tensor(const std::vector<int32_t> &values, std::vector<int64_t> shape);
+
+// One forward problem, described by shape and features; the data is drawn
+// from the seed when it is built.
+struct AttentionCase {
+  std::string name;
+  Dtype dtype = Dtype::bf16;             // Q, K and V
+  int32_t o_dtype = FMHA_DTYPE_DEFAULT;  // fmha_dtype of O
+  int32_t q_layout = FMHA_Q_FIXED;
+  int32_t kv_layout = FMHA_KV_DENSE;
+  // Keys per sequence (DENSE: all equal; RAGGED without kv_last_page_len:
+  // rounded up to whole pages). Its size is the batch.
+  std::vector<int32_t> kv_len{64};
+  // Queries per sequence (FIXED: all equal).
+  std::vector<int32_t> q_len{1};
+  int32_t groups = 1, heads_q = 1, heads_kv = 1;
+  // MQA as in the reference: K/V carry Hq heads with a head stride of 0
+  // (heads_kv must then be 1).
+  bool kv_head_stride0 = false;
+  bool four_d = false;  // 4-D tensors (groups must be 1)
+  int32_t head_dim = 64;
+  int32_t page_size = 16;
+  bool kv_page_dim = false;     // PAGED/RAGGED K/V as [num_pages, page_size, ...]
+  bool paged_seqstart = false;  // PAGED with a logical start per sequence
+  bool last_page_len = true;    // RAGGED with kv_last_page_len
+  int32_t padded_extra = 5;     // PADDED capacity beyond the longest sequence
+  // K/V rows that hold no key of any sequence (padding, spare pages, page
+  // slots before a start or past an end) hold NaN instead of large finite
+  // garbage: they must not leak into any result.
+  bool nan_padding = false;
+  int32_t mask = FMHA_MASK_NONE;
+  int32_t window_left = 0, window_right = 0;
+  bool bias = false;
+  Dtype bias_dtype = Dtype::f32;
+  bool bias_masks_first_row = false;  // bias row 0 of every sequence is -inf
+  float softcap = 0.0f;
+  bool sinks = false;
+  float softmax_scale = 0.0f;
+  double q_amplitude = 1.0;  // scales Q: larger scores (softcap cases)
+  int32_t split_k = 0;
+  bool batch_invariant = false;
+  int32_t kv_chunk_size = 0;
+  bool length_hint = false;        // pass kv_seqlen_hint ...
+  bool stale_length_hint = false;  // ... with other lengths than the runs use
+  bool lse = true;
+  bool null_workspace = false;
+  bool strided_q_o = false;  // Q and O with padded head strides
+  bool strided_lse = false;  // LSE [B, G, Hq, Mq] stored in O's row order [B, Mq, G, Hq]
+  bool strided_kv = false;   // K/V with a transposed batch or padded rows
+  bool write_partials = false;
+
+  int64_t batch() const { return static_cast<int64_t>(kv_len.size()); }
+  std::string describe() const;
+};
+
+// Host tensors and the problem of one case. Not copyable once built: the
+// oracle inputs point into it.
+struct AttentionData {
+  AttentionCase spec;
+  fmha_splitk_problem problem = FMHA_SPLITK_PROBLEM_INIT;
+  std::vector<int32_t> length_hint;
+  std::optional<Tensor> q, k, v, bias, sinks, kv_seqlen, kv_seqstart, q_seqstart, block_table, kv_indptr, kv_indices,
+      kv_last_page_len;
+  std::vector<int32_t> kv_len;  // keys per sequence actually laid out
+
+  AttentionData() = default;
+  AttentionData(const AttentionData &) = delete;
+  AttentionData &operator=(const AttentionData &) = delete;
+
+  fmha_oracle::AttentionInputs oracle_inputs() const;
+  // Output tensors in the case's dtype and strides, poisoned with NaN.
+  Tensor make_o() const;
+  Tensor make_lse() const;
+  Tensor make_o_partial(int32_t splits) const;
+  Tensor make_lse_partial(int32_t splits) const;
+};
+
+// How GoogleTest prints a case parameter (instead of its bytes).
+void PrintTo(const AttentionCase &spec, std::ostream *os);
+
+std::unique_ptr<AttentionData> build_attention(const AttentionCase &spec, uint64_t seed);
+
+// Input tensors uploaded to the device, kept alive for any number of runs.
+struct DeviceInputs {
+  std::optional<DeviceTensor> q, k, v, bias, sinks, kv_seqlen, kv_seqstart, q_seqstart, block_table, kv_indptr,
+      kv_indices, kv_last_page_len;
+};
+DeviceInputs upload_inputs(const AttentionData &data);
+
+// What one run returned, downloaded to the host.
+struct RunResult {
+  fmha_status status = FMHA_STATUS_INTERNAL_ERROR;
+  std::string error;  // which call failed and fmha_last_error_message()
+  fmha_splitk_plan_info info = FMHA_SPLITK_PLAN_INFO_INIT;
+  Tensor o, lse, o_partial, lse_partial;
+};
+
+// Plans and runs `problem` (backend forced to the device's) on uploaded
+// inputs; NaN-poisoned outputs are uploaded, written and downloaded.
+RunResult run_attention(const AttentionData &data, const DeviceInputs &inputs, const fmha_splitk_problem &problem);
+RunResult run_attention(const AttentionData &data);
+
+// ||round(ref) - ref|| / ||ref||: what storing the exact result in `output`
+// costs by itself.
+double rounding_error(Dtype output, const std::vector<double> &ref);
+// ||out - ref|| / ||ref|| bound for a forward case: the bound of its input
+// dtype (DESIGN 6) plus the rounding to the output dtype.
+double attention_tolerance(Dtype input, Dtype output, const std::vector<double> &ref);
+
+// O (logical elements, row-major) against the oracle: no NaN, relative
+// error within `tolerance`, exactly 0 on rows where the oracle sees no key.
+::testing::AssertionResult o_matches(const std::vector<double> &o, const fmha_oracle::AttentionOutput &ref,
+                                     double tolerance);
+// LSE against the oracle: -inf exactly where the oracle has -inf, finite
+// entries within `tolerance` (absolute, or relative above 1).
+::testing::AssertionResult lse_matches(const std::vector<double> &lse, const std::vector<double> &ref_lse,
+                                       double tolerance = 1e-3);
+// The bytes of `t`'s buffer that belong to no element still hold the
+// poison: the library wrote nothing outside the tensor.
+::testing::AssertionResult outside_untouched(const Tensor &t, const char *what);
+
+// Runs one case end to end with every check: O and LSE against the oracle
+// and outside their elements untouched; with write_partials, every chunk's
+// partial against the oracle of its key range, and the partials merged with
+// fmha_merge against the oracle and the direct (merged-by-run) result.
+void check_attention_case(const AttentionCase &spec);
+
+// The partials of fmha_merge, stacked or as lists (host tensors).
+struct MergeInputs {
+  const Tensor *o_stacked = nullptr;
+  const Tensor *lse_stacked = nullptr;
+  std::vector<const Tensor *> o_list, lse_list;
+};
+// Uploads the partials and the (already poisoned) outputs, runs fmha_merge
+// on the device under test, downloads. `lse` may be NULL (not requested).
+fmha_status merge_on_device(const MergeInputs &in, Tensor &o, Tensor *lse, std::string &error);
+
+// What a plan chose, for failure messages.
+std::string plan_note(const fmha_splitk_plan_info &info);
+
+Dtype output_dtype(const AttentionCase &spec);
+std::string dtype_name(Dtype t);
+
+}  // namespace fmha_test
+
+#endif  // FMHA_SPLITK_TESTS_FEATURES_HARNESS_H_
