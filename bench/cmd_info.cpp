@@ -50,6 +50,7 @@ const Subcommand kInfoSubcommand = {
     },
     /*options=*/{},
     /*main=*/info_main,
+    /*flags=*/{},
 };
 
 }  // namespace fmha_cli

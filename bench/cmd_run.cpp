@@ -169,6 +169,7 @@ const Subcommand kRunSubcommand = {
     /*usage=*/run_usage,
     /*options=*/{"preset", "backend", "batch", "kv-len", "split-k", "iters", "dtype"},
     /*main=*/run_main,
+    /*flags=*/{},
 };
 
 }  // namespace fmha_cli

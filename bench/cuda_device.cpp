@@ -250,7 +250,7 @@ class CudaDevice final : public Device {
     if (module_) return;
     check(cu_.cuDeviceGetAttribute(&multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_),
           "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
-    check(cu_.cuMemAlloc(&sink_, sizeof(unsigned int)), "cuMemAlloc");
+    if (!sink_) check(cu_.cuMemAlloc(&sink_, sizeof(unsigned int)), "cuMemAlloc");
     check(cu_.cuModuleLoadData(&module_, kGpuKernelsPtx), "cuModuleLoadData(bench kernels)");
     check(cu_.cuModuleGetFunction(&fill_random_bf16_, module_, "fmha_bench_fill_random_bf16"),
           "cuModuleGetFunction(fmha_bench_fill_random_bf16)");

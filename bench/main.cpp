@@ -15,6 +15,7 @@ namespace {
 const fmha_cli::Subcommand *const kSubcommands[] = {
     &fmha_cli::kInfoSubcommand,
     &fmha_cli::kRunSubcommand,
+    &fmha_cli::kBenchSubcommand,
 };
 
 void print_program_usage(std::FILE *out) {
@@ -44,7 +45,8 @@ int main(int argc, char **argv) {
   for (const fmha_cli::Subcommand *command : kSubcommands) {
     if (args[0] != command->name) continue;
     try {
-      const fmha_cli::Options options(std::vector<std::string>(args.begin() + 1, args.end()), command->options);
+      const fmha_cli::Options options(std::vector<std::string>(args.begin() + 1, args.end()), command->options,
+                                      command->flags);
       if (options.help()) {
         std::fputs(command->usage().c_str(), stdout);
         return 0;

@@ -6,7 +6,8 @@
 
 namespace fmha_cli {
 
-Options::Options(const std::vector<std::string> &args, const std::vector<std::string> &accepted) {
+Options::Options(const std::vector<std::string> &args, const std::vector<std::string> &accepted,
+                 const std::vector<std::string> &flags) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string &arg = args[i];
     if (arg == "--help" || arg == "-h") {
@@ -15,6 +16,10 @@ Options::Options(const std::vector<std::string> &args, const std::vector<std::st
     }
     if (arg.rfind("--", 0) != 0) throw UsageError("unexpected argument '" + arg + "'");
     std::string name = arg.substr(2);
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+      if (!flags_.insert(name).second) throw UsageError("option --" + name + " given twice");
+      continue;
+    }
     std::string value;
     const size_t equals = name.find('=');
     if (equals != std::string::npos) {
@@ -23,6 +28,9 @@ Options::Options(const std::vector<std::string> &args, const std::vector<std::st
     } else {
       if (i + 1 == args.size()) throw UsageError("option --" + name + " needs a value");
       value = args[++i];
+    }
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) {
+      throw UsageError("option --" + name + " takes no value");
     }
     if (std::find(accepted.begin(), accepted.end(), name) == accepted.end()) {
       throw UsageError("unknown option --" + name);

@@ -1,10 +1,12 @@
 // Command-line options of a subcommand: `--name value` or `--name=value`,
-// each at most once, checked against the names the subcommand accepts.
+// or a bare `--name` for a flag, each at most once, checked against the
+// names the subcommand accepts.
 #ifndef FMHA_SPLITK_BENCH_OPTIONS_H_
 #define FMHA_SPLITK_BENCH_OPTIONS_H_
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,12 +22,16 @@ class UsageError : public std::runtime_error {
 
 class Options {
  public:
-  // Throws UsageError for a name not in `accepted`, a repeated option, a
-  // missing value or a positional argument. `--help` / `-h` sets help().
-  Options(const std::vector<std::string> &args, const std::vector<std::string> &accepted);
+  // Throws UsageError for a name not in `accepted` or `flags`, a repeated
+  // option, a missing value, a value given to a flag or a positional
+  // argument. `--help` / `-h` sets help().
+  Options(const std::vector<std::string> &args, const std::vector<std::string> &accepted,
+          const std::vector<std::string> &flags = {});
 
   bool help() const { return help_; }
   bool has(const std::string &name) const { return values_.count(name) != 0; }
+  // Whether the flag `name` was given.
+  bool flag(const std::string &name) const { return flags_.count(name) != 0; }
   std::string text(const std::string &name, const std::string &fallback) const;
   // The value as an integer in [min, max]; `fallback` when absent.
   int64_t integer(const std::string &name, int64_t fallback, int64_t min, int64_t max) const;
@@ -35,6 +41,7 @@ class Options {
 
  private:
   std::map<std::string, std::string> values_;
+  std::set<std::string> flags_;
   bool help_ = false;
 };
 

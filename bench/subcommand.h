@@ -21,10 +21,13 @@ struct Subcommand {
   // Exit status: 0 success, 1 failure (a library error or a failed check).
   // May throw UsageError (status 2) or std::exception (status 1).
   int (*main)(const Options &options);
+  // Names of the options that take no value (flags).
+  std::vector<std::string> flags;
 };
 
 extern const Subcommand kInfoSubcommand;
 extern const Subcommand kRunSubcommand;
+extern const Subcommand kBenchSubcommand;
 
 }  // namespace fmha_cli
 

@@ -1,0 +1,470 @@
+// `fmha-splitk bench`: the named benchmark grid (bench/problems.txt) on one
+// backend, timed as bench/peers.py times the peers (rotated input sets, one
+// CUDA graph, the median of its replays), against bandwidth ceilings measured
+// in the same run, each problem checked against the CPU backend.
+#include <fmha_splitk/fmha_splitk.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_report.h"
+#include "decode_problem.h"
+#include "device.h"
+#include "plan.h"
+#include "problem_grid.h"
+#include "random_bf16.h"
+#include "status.h"
+#include "subcommand.h"
+
+namespace fmha_cli {
+namespace {
+
+constexpr uint64_t kSeed = 2026;
+constexpr int64_t kDefaultReplays = 60;
+// Medians of fewer graph replays move from run to run on a GPU.
+constexpr int64_t kMinGpuReplays = 50;
+constexpr int kWarmupPasses = 2;  // as peers.py
+constexpr int kPlanRepeats = 200;
+constexpr int64_t kHostCalls = 500;
+// Host-cost calls between synchronisations: few enough that the launch
+// queue never fills, which would make a call wait for the GPU.
+constexpr int64_t kHostCallsPerSync = 50;
+constexpr int kCeilingRepeats = 10;
+// Ceiling buffers: on a GPU far beyond its L2 (60 MB on an H100/H200), so
+// the numbers are the memory's; on the host small, as that run is a test.
+constexpr size_t kGpuCopyBytes = size_t{2} << 30;
+constexpr size_t kGpuReadBytes = size_t{4} << 30;
+constexpr size_t kHostCeilingBytes = size_t{64} << 20;
+// As peers.py: enough input sets that one replay cycles through eight times
+// the 60 MiB L2, so K and V come from memory and not from the cache.
+constexpr double kRotationBytes = 8.0 * 60.0 * 1024.0 * 1024.0;
+constexpr int64_t kMaxRotations = 64;
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_us(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::micro>(end - start).count();
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+int64_t rotated_sets(double bytes_per_set) {
+  const auto wanted = static_cast<int64_t>(std::ceil(kRotationBytes / bytes_per_set));
+  return std::max<int64_t>(1, std::min(kMaxRotations, wanted));
+}
+
+char *byte_offset(void *base, int64_t bytes) { return static_cast<char *>(base) + bytes; }
+
+// Median milliseconds of `repeats` runs of `enqueue`, after one warm-up.
+double median_ms(Device &device, const std::function<void()> &enqueue, int repeats) {
+  device.time_ms(enqueue);
+  std::vector<double> times(static_cast<size_t>(repeats));
+  for (double &time : times) time = device.time_ms(enqueue);
+  return median(times);
+}
+
+struct Ceilings {
+  double copy_gbps = NAN;  // bytes read plus bytes written, over time
+  double read_gbps = NAN;
+  size_t copy_bytes = 0;
+  size_t read_bytes = 0;
+};
+
+Ceilings measure_ceilings(Device &device, bool on_gpu) {
+  Ceilings ceilings;
+  ceilings.copy_bytes = on_gpu ? kGpuCopyBytes : kHostCeilingBytes;
+  ceilings.read_bytes = on_gpu ? kGpuReadBytes : kHostCeilingBytes;
+  {
+    DeviceBuffer source(device, ceilings.copy_bytes);
+    DeviceBuffer destination(device, ceilings.copy_bytes);
+    device.fill_random_bf16(source.data(), ceilings.copy_bytes / 2, random_bits(kSeed, 0));
+    const double ms = median_ms(
+        device, [&] { device.copy_within(destination.data(), source.data(), ceilings.copy_bytes); }, kCeilingRepeats);
+    ceilings.copy_gbps = 2.0 * static_cast<double>(ceilings.copy_bytes) / (ms * 1e6);
+  }
+  {
+    DeviceBuffer words(device, ceilings.read_bytes);
+    // Random words, not zeros: the measure must not depend on the data.
+    device.fill_random_bf16(words.data(), ceilings.read_bytes / 2, random_bits(kSeed, 1));
+    const double ms = median_ms(
+        device, [&] { device.read_words(words.data(), ceilings.read_bytes); }, kCeilingRepeats);
+    ceilings.read_gbps = static_cast<double>(ceilings.read_bytes) / (ms * 1e6);
+  }
+  return ceilings;
+}
+
+// The lengths and block table, shared by every input set: they are small,
+// and the same for each.
+class Metadata {
+ public:
+  Metadata(Device &device, const BenchCase &c)
+      : kv_seqlen_(device, c.layout == FMHA_KV_DENSE ? 0 : c.kv_lengths.size() * sizeof(int32_t)),
+        table_(c.layout == FMHA_KV_PAGED ? c.block_table(random_bits(kSeed, 2)) : std::vector<int32_t>()),
+        block_table_(device, table_.size() * sizeof(int32_t)) {
+    const DLDataType int32{kDLInt, 32, 1};
+    if (kv_seqlen_.data()) {
+      device.copy_to_device(kv_seqlen_.data(), c.kv_lengths.data(), kv_seqlen_.bytes());
+      kv_seqlen_tensor_ = std::make_unique<DenseTensor>(kv_seqlen_.data(), device.dl_device(), int32,
+                                                        std::vector<int64_t>{c.spec.batch});
+    }
+    if (block_table_.data()) {
+      device.copy_to_device(block_table_.data(), table_.data(), block_table_.bytes());
+      block_table_tensor_ = std::make_unique<DenseTensor>(block_table_.data(), device.dl_device(), int32,
+                                                          std::vector<int64_t>{c.spec.batch, c.pages_per_seq});
+    }
+  }
+  const DLTensor *kv_seqlen() const { return kv_seqlen_tensor_ ? kv_seqlen_tensor_->dl() : nullptr; }
+  const DLTensor *block_table() const { return block_table_tensor_ ? block_table_tensor_->dl() : nullptr; }
+  // The host copy of the block table ([B, pages_per_seq]; empty unless PAGED).
+  const std::vector<int32_t> &table() const { return table_; }
+
+ private:
+  DeviceBuffer kv_seqlen_;
+  std::vector<int32_t> table_;
+  DeviceBuffer block_table_;
+  std::unique_ptr<DenseTensor> kv_seqlen_tensor_;
+  std::unique_ptr<DenseTensor> block_table_tensor_;
+};
+
+std::vector<int64_t> q_shape(const BenchCase &c) {
+  return {c.spec.batch, c.spec.q_len, c.spec.heads_q, c.spec.head_dim};
+}
+
+std::vector<int64_t> kv_shape(const BenchCase &c) {
+  if (c.layout == FMHA_KV_PAGED) return {c.kv_rows(), c.spec.heads_kv, c.spec.head_dim};
+  return {c.spec.batch, c.max_kv_len, c.spec.heads_kv, c.spec.head_dim};
+}
+
+size_t bf16_bytes(const std::vector<int64_t> &shape) {
+  int64_t elements = 1;
+  for (const int64_t extent : shape) elements *= extent;
+  return static_cast<size_t>(elements) * sizeof(uint16_t);
+}
+
+// One of the rotated input sets: its own Q, K, V and O, random on the
+// device; O poisoned with NaN so that a row no run writes fails the check.
+// Runs on one stream are ordered, so the sets share the workspace.
+class InputSet {
+ public:
+  InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata, const DeviceBuffer &workspace)
+      : q_(device, bf16_bytes(q_shape(c))),
+        k_(device, bf16_bytes(kv_shape(c))),
+        v_(device, bf16_bytes(kv_shape(c))),
+        o_(device, bf16_bytes(q_shape(c))),
+        q_tensor_(q_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)),
+        k_tensor_(k_.data(), device.dl_device(), FMHA_DTYPE_BF16, kv_shape(c)),
+        v_tensor_(v_.data(), device.dl_device(), FMHA_DTYPE_BF16, kv_shape(c)),
+        o_tensor_(o_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)) {
+    const auto seed = [&](uint64_t tensor) {
+      return random_bits(kSeed, 16 + 4 * static_cast<uint64_t>(index) + tensor);
+    };
+    device.fill_random_bf16(q_.data(), q_.bytes() / 2, seed(0));
+    device.fill_random_bf16(k_.data(), k_.bytes() / 2, seed(1));
+    device.fill_random_bf16(v_.data(), v_.bytes() / 2, seed(2));
+    device.fill_bytes(o_.data(), 0xff, o_.bytes());
+    args_.q = q_tensor_.dl();
+    args_.k = k_tensor_.dl();
+    args_.v = v_tensor_.dl();
+    args_.o = o_tensor_.dl();
+    args_.kv_seqlen = metadata.kv_seqlen();
+    args_.block_table = metadata.block_table();
+    args_.workspace = workspace.data();
+    args_.workspace_size = workspace.bytes();
+    args_.stream = device.stream();
+  }
+  const fmha_splitk_args &args() const { return args_; }
+  const DeviceBuffer &q() const { return q_; }
+  const DeviceBuffer &k() const { return k_; }
+  const DeviceBuffer &v() const { return v_; }
+  const DeviceBuffer &o() const { return o_; }
+
+ private:
+  DeviceBuffer q_, k_, v_, o_;
+  DenseTensor q_tensor_, k_tensor_, v_tensor_, o_tensor_;
+  fmha_splitk_args args_ = FMHA_SPLITK_ARGS_INIT;
+};
+
+// The larger relative error of the first and last sequence of `set` (so no
+// smaller than the pooled error `run` reports), each against the CPU
+// backend on a dense copy of its keys. NaN if either is NaN.
+double check_against_cpu(Device &device, const BenchCase &c, const InputSet &set, const Metadata &metadata) {
+  const DecodeShape shape = c.shape();
+  const int64_t row_bytes = int64_t{c.spec.heads_kv} * c.spec.head_dim * 2;
+  const int64_t q_sequence_bytes = c.spec.q_len * c.spec.heads_q * c.spec.head_dim * 2;
+  DeviceBuffer k_rows(device, static_cast<size_t>(c.max_kv_len * row_bytes));
+  DeviceBuffer v_rows(device, static_cast<size_t>(c.max_kv_len * row_bytes));
+  std::vector<int64_t> sequences = {0};
+  if (c.spec.batch > 1) sequences.push_back(c.spec.batch - 1);
+  double worst = 0.0;
+  for (const int64_t b : sequences) {
+    const int64_t length = c.kv_lengths[static_cast<size_t>(b)];
+    // The sequence's keys as runs of consecutive rows: (first row, rows).
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    if (c.layout == FMHA_KV_PAGED) {
+      const int64_t page = c.spec.page_size;
+      for (int64_t p = 0; p * page < length; ++p) {
+        const int32_t physical = metadata.table()[static_cast<size_t>(b * c.pages_per_seq + p)];
+        runs.emplace_back(physical * page, std::min(page, length - p * page));
+      }
+    } else {
+      runs.emplace_back(b * c.max_kv_len, length);
+    }
+    int64_t gathered = 0;
+    for (const auto &[first, rows] : runs) {
+      device.copy_within(byte_offset(k_rows.data(), gathered * row_bytes),
+                         byte_offset(set.k().data(), first * row_bytes), static_cast<size_t>(rows * row_bytes));
+      device.copy_within(byte_offset(v_rows.data(), gathered * row_bytes),
+                         byte_offset(set.v().data(), first * row_bytes), static_cast<size_t>(rows * row_bytes));
+      gathered += rows;
+    }
+
+    DecodeShape sequence = shape;
+    sequence.batch = 1;
+    sequence.kv_len = length;
+    HostInputs inputs;
+    inputs.q.resize(static_cast<size_t>(sequence.q_elements()));
+    inputs.k.resize(static_cast<size_t>(sequence.kv_elements()));
+    inputs.v.resize(static_cast<size_t>(sequence.kv_elements()));
+    std::vector<uint16_t> o(inputs.q.size());
+    device.copy_to_host(inputs.q.data(), byte_offset(set.q().data(), b * q_sequence_bytes),
+                        static_cast<size_t>(q_sequence_bytes));
+    device.copy_to_host(inputs.k.data(), k_rows.data(), static_cast<size_t>(length * row_bytes));
+    device.copy_to_host(inputs.v.data(), v_rows.data(), static_cast<size_t>(length * row_bytes));
+    device.copy_to_host(o.data(), byte_offset(set.o().data(), b * q_sequence_bytes),
+                        static_cast<size_t>(q_sequence_bytes));
+    const double error = relative_error_against_cpu(sequence, inputs, o, {0});
+    if (std::isnan(error) || error > worst) worst = error;  // NaN, once in, stays
+  }
+  return worst;
+}
+
+// Median wall-clock microseconds of fmha_splitk_create_plan (each plan
+// destroyed untimed: it may free device memory, which can synchronise).
+double plan_creation_us(const fmha_splitk_problem &problem, const std::string &backend) {
+  std::vector<double> times;
+  for (int i = 0; i < kPlanRepeats; ++i) {
+    fmha_splitk_plan_t plan = nullptr;
+    const Clock::time_point start = Clock::now();
+    const fmha_status status = fmha_splitk_create_plan(&problem, &plan);
+    const Clock::time_point end = Clock::now();
+    check_status(status, ("plan on backend " + backend).c_str());
+    fmha_splitk_destroy_plan(plan);
+    times.push_back(elapsed_us(start, end));
+  }
+  return median(times);
+}
+
+struct BenchSettings {
+  int32_t backend = FMHA_BACKEND_AUTO;
+  std::string backend_name;
+  bool on_gpu = false;
+  int64_t replays = kDefaultReplays;
+  bool check = true;
+};
+
+void bench_case(Device &device, const BenchSettings &settings, BenchResult &result) {
+  const BenchCase &c = result.bench_case;
+  const fmha_splitk_problem problem = c.library_problem(settings.backend);
+  result.plan_us = plan_creation_us(problem, settings.backend_name);
+  const Plan plan = create_plan(problem, settings.backend_name);
+  const fmha_splitk_plan_info info = plan_info(plan);
+  result.split_k = info.split_k;
+  result.kernel = info.kernel_name;
+
+  const Metadata metadata(device, c);
+  const DeviceBuffer workspace(device, info.workspace_size);
+  const int64_t set_count = rotated_sets(c.kv_allocated_bytes());
+  std::vector<std::unique_ptr<InputSet>> sets;
+  for (int64_t i = 0; i < set_count; ++i) sets.push_back(std::make_unique<InputSet>(device, c, i, metadata, workspace));
+  const auto run_set = [&](const InputSet &set) {
+    check_status(fmha_splitk_run(plan.get(), &set.args()), "fmha_splitk_run");
+  };
+  const std::function<void()> run_every_set = [&] {
+    for (const auto &set : sets) run_set(*set);
+  };
+
+  // Warm-up: first touch of memory, lazy loading of kernels, outside the
+  // capture.
+  for (int pass = 0; pass < kWarmupPasses; ++pass) run_every_set();
+  device.synchronize();
+  // The host has no graphs: a replay there is the eager calls.
+  const std::unique_ptr<DeviceGraph> graph = device.capture(run_every_set);
+  const std::function<void()> replay = graph ? std::function<void()>([&] { graph->replay(); }) : run_every_set;
+  device.time_ms(replay);  // the first launch of a graph uploads it
+  std::vector<double> per_call_us;
+  for (int64_t i = 0; i < settings.replays; ++i) {
+    per_call_us.push_back(1e3 * device.time_ms(replay) / static_cast<double>(set_count));
+  }
+  result.time_us = median(per_call_us);
+
+  // The host cost of a call (checks, launches): the clock runs around the
+  // calls only. On the host backend a call computes before it returns, so
+  // it is timed as often as the replays.
+  const int64_t host_calls = settings.on_gpu ? kHostCalls : settings.replays;
+  double host_us = 0.0;
+  for (int64_t done = 0; done < host_calls;) {
+    const int64_t batch = std::min(kHostCallsPerSync, host_calls - done);
+    const Clock::time_point start = Clock::now();
+    for (int64_t i = 0; i < batch; ++i) run_set(*sets[static_cast<size_t>((done + i) % set_count)]);
+    host_us += elapsed_us(start, Clock::now());
+    device.synchronize();
+    done += batch;
+  }
+  result.host_run_us = host_us / static_cast<double>(host_calls);
+
+  if (settings.check) {
+    result.rel_err = check_against_cpu(device, c, *sets.front(), metadata);
+    result.checked = true;
+  }
+}
+
+std::vector<std::string> split_names(const std::string &list) {
+  std::vector<std::string> names;
+  std::stringstream stream(list);
+  for (std::string name; std::getline(stream, name, ',');) {
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+int bench_main(const Options &options) {
+  const std::string grid_path = options.text("problems", "bench/problems.txt");
+  const std::string backend_name = options.choice("backend", "auto", {"auto", "cpu", "cuda"});
+  const int64_t requested_replays = options.integer("replays", kDefaultReplays, 1, 1000000);
+  const std::string out_path = options.text("out", "");
+  if (options.has("out") && out_path.empty()) throw UsageError("--out needs a file name");
+
+  if (!options.has("problems") && !std::ifstream(grid_path)) {
+    throw UsageError("no " + grid_path + " here: run from the source tree's root, or pass --problems FILE");
+  }
+  const std::vector<GridProblem> grid = read_problem_grid(grid_path);
+  std::vector<GridProblem> selected;
+  if (options.has("only")) {
+    const std::vector<std::string> only = split_names(options.text("only", ""));
+    const std::set<std::string> wanted(only.begin(), only.end());
+    for (const std::string &name : only) {
+      if (std::none_of(grid.begin(), grid.end(), [&](const GridProblem &p) { return p.name == name; })) {
+        throw UsageError("--only names '" + name + "', which is not a problem of " + grid_path);
+      }
+    }
+    for (const GridProblem &problem : grid) {
+      if (wanted.count(problem.name)) selected.push_back(problem);
+    }
+  } else {
+    selected = grid;
+  }
+  if (selected.empty()) throw UsageError(grid_path + " has no problems to run");
+
+  // The backend that serves the request decides the device; a plan for one
+  // key of a plain shape (not a problem of the grid, which may be one the
+  // library refuses) tells which it is, cheaply.
+  DecodeShape probe;
+  probe.batch = 1;
+  probe.kv_len = 1;
+  probe.heads_q = 8;
+  probe.heads_kv = 8;
+  probe.head_dim = 128;
+  const fmha_splitk_plan_info probe_info =
+      plan_info(create_plan(make_problem(probe, backend_kind(backend_name), 0), backend_name));
+  BenchSettings settings;
+  settings.backend = probe_info.backend;
+  settings.backend_name = probe_info.backend_name;
+  settings.on_gpu = probe_info.backend != FMHA_BACKEND_CPU;
+  settings.replays = settings.on_gpu ? std::max(requested_replays, kMinGpuReplays) : requested_replays;
+  settings.check = !options.flag("no-check");
+  const std::unique_ptr<Device> device = device_for(probe_info);
+
+  BenchReport report;
+  report.gpu = probe_info.device_name;
+  report.commit = options.text("commit", "");
+  report.date = utc_now();
+  const Ceilings ceilings = measure_ceilings(*device, settings.on_gpu);
+  report.copy_bandwidth_gbps = ceilings.copy_gbps;
+  report.read_bandwidth_gbps = ceilings.read_gbps;
+
+  std::printf("device:    %s, device %d (%s)\n", probe_info.backend_name, probe_info.device_id, probe_info.device_name);
+  std::printf(
+      "ceilings:  copy %.1f GB/s (%zu MiB, bytes read + written), read %.1f GB/s (%zu MiB); "
+      "medians of %d\n",
+      ceilings.copy_gbps, ceilings.copy_bytes >> 20, ceilings.read_gbps, ceilings.read_bytes >> 20, kCeilingRepeats);
+  std::printf("timing:    median of %lld %s per problem, per call; check against the CPU backend %s\n\n",
+              static_cast<long long>(settings.replays), settings.on_gpu ? "graph replays" : "eager passes",
+              settings.check ? "(limit 2e-02)" : "skipped (--no-check)");
+  print_table_header(stdout);
+  std::fflush(stdout);
+
+  bool failed = false;
+  for (const GridProblem &spec : selected) {
+    BenchResult result;
+    try {
+      result.bench_case = resolve_case(spec, grid);
+      bench_case(*device, settings, result);
+    } catch (const std::exception &e) {
+      result.bench_case.spec = spec;
+      result.error = e.what();
+    }
+    failed = failed || result.failed();
+    print_table_row(stdout, result, report.read_bandwidth_gbps);
+    std::fflush(stdout);
+    report.results.push_back(std::move(result));
+    // Written after every problem, so that a run cut short keeps what it did.
+    if (!out_path.empty()) write_report_json(out_path, report);
+  }
+  return failed ? 1 : 0;
+}
+
+std::string bench_usage() {
+  return "usage: fmha-splitk bench [options]\n"
+         "\n"
+         "Runs the named benchmark grid (see bench/problems.txt) on one backend, as\n"
+         "bench/peers.py runs the peers: per problem, enough rotated input sets that\n"
+         "one pass reads eight times the 60 MiB L2, one CUDA graph with a run per set,\n"
+         "the median time per call over its replays. Also measured: the bandwidth\n"
+         "ceilings (a 2 GiB device-to-device copy, a read of every 16-byte word of a\n"
+         "4 GiB buffer; medians of 10), plan creation (median of 200), the host cost of\n"
+         "a call (mean of 500 eager calls), and the first and last sequence of one set\n"
+         "against the CPU backend. On the CPU backend: host memory, eager calls, and\n"
+         "64 MiB ceiling buffers (a rough guide only). Exits 1 if a problem fails to\n"
+         "run or its relative error exceeds 2e-2 (or is NaN).\n"
+         "\n"
+         "options:\n"
+         "  --problems FILE    the grid (default bench/problems.txt, from the current directory)\n"
+         "  --only NAME,...    run only these problems of the grid\n"
+         "  --backend KIND     auto (default: the GPU when one is found), cpu or cuda\n"
+         "  --replays N        timed replays per problem (default 60; at least 50 on a GPU)\n"
+         "  --out FILE         also write the results as JSON (for bench/merge_results.py)\n"
+         "  --commit SHA       the commit measured, recorded in the JSON\n"
+         "  --no-check         skip the check against the CPU backend\n";
+}
+
+}  // namespace
+
+const Subcommand kBenchSubcommand = {
+    /*name=*/"bench",
+    /*summary=*/"time the benchmark grid against measured bandwidth ceilings",
+    /*usage=*/bench_usage,
+    /*options=*/{"problems", "only", "backend", "replays", "out", "commit"},
+    /*main=*/bench_main,
+    /*flags=*/{"no-check"},
+};
+
+}  // namespace fmha_cli

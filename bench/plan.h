@@ -1,0 +1,39 @@
+// Plans as owning handles, and the Device that serves a plan's backend: what
+// every subcommand that runs problems needs.
+#ifndef FMHA_SPLITK_BENCH_PLAN_H_
+#define FMHA_SPLITK_BENCH_PLAN_H_
+
+#include <fmha_splitk/fmha_splitk.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device.h"
+
+namespace fmha_cli {
+
+using Plan = std::unique_ptr<fmha_splitk_plan_s, void (*)(fmha_splitk_plan_t)>;
+
+// Throws LibraryError naming `backend` when the library refuses the problem.
+Plan create_plan(const fmha_splitk_problem &problem, const std::string &backend);
+fmha_splitk_plan_info plan_info(const Plan &plan);
+
+// The fmha_backend_kind of a --backend value (cpu, cuda, hip); AUTO otherwise.
+int32_t backend_kind(const std::string &name);
+
+// Memory, stream and timer for the plan's backend and device; throws for a
+// backend the CLI cannot allocate for.
+std::unique_ptr<Device> device_for(const fmha_splitk_plan_info &info);
+
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+}  // namespace fmha_cli
+
+#endif  // FMHA_SPLITK_BENCH_PLAN_H_
