@@ -1,0 +1,366 @@
+// Plan and launch of the CUDA split-K forward path: which kernel, which
+// grid, which passes. Every launch heuristic of the forward path is here.
+//
+// A run is up to three kernels on the caller's stream:
+//  1. BALANCED with several ranges only: the scheduling pass (one CTA)
+//     writes the pieces into the workspace from the device-side lengths;
+//     UNIFORM and FIXED_CHUNK pieces are pure arithmetic on the lengths, so
+//     the forward kernel finds them itself (find_piece());
+//  2. the forward kernel: one CTA per (work item, row tile of 16 query
+//     rows, group, K/V head); a work item is a piece, or with the scheduling
+//     pass a range of equal key count (all its pieces); CTAs past the run's
+//     items exit;
+//  3. when some sequence is split: the combine kernel merges its partial
+//     slots into O / LSE and adds the sinks.
+#include "backends/cuda/forward.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/forward_kernels.cuh"
+#include "backends/cuda/kernels/splitk_forward.cuh"
+#include "backends/cuda/schedule_device.cuh"
+#include "core/schedule.h"
+
+namespace fmha::cuda {
+namespace {
+
+constexpr size_t kWorkspaceAlignment = 256;
+constexpr int64_t kMaxGridX = std::numeric_limits<int32_t>::max();
+
+// The forward configuration a plan stores in plan->backend_private (at its
+// start; plain data).
+struct ForwardPlan {
+  int32_t head_dim_bucket;
+  int32_t num_row_tiles;
+  int32_t piece_source;    // PieceSource
+  int32_t pieces_per_seq;  // kUniform / kFixedChunk
+  int32_t kv_chunk;        // kUniform / kFixedChunk
+  int32_t combine;         // nonzero: some sequence may be split (combine pass)
+  int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
+  int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
+};
+static_assert(sizeof(ForwardPlan) <= sizeof(fmha_plan_data{}.backend_private), "ForwardPlan must fit the plan");
+
+fmha_status not_supported(fmha_msg msg, const char *what) {
+  write_msg(msg, "the CUDA backend does not support %s yet", what);
+  return FMHA_STATUS_NOT_SUPPORTED;
+}
+
+const char *dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case FMHA_DTYPE_F16:
+      return "f16";
+    case FMHA_DTYPE_BF16:
+      return "bf16";
+    case FMHA_DTYPE_F32:
+      return "f32";
+    case FMHA_DTYPE_FP8:
+      return "fp8";
+    default:
+      return "?";
+  }
+}
+
+size_t align_up(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) & ~(kWorkspaceAlignment - 1); }
+
+int32_t log2_exact(int32_t power_of_two) {
+  int32_t log2 = 0;
+  while ((int32_t{1} << log2) < power_of_two) ++log2;
+  return log2;
+}
+
+int element_bytes(int32_t elem) {
+  switch (elem) {
+    case FMHA_ELEM_F16:
+    case FMHA_ELEM_BF16:
+      return 2;
+    case FMHA_ELEM_F64:
+      return 8;
+    case FMHA_ELEM_FP8:
+      return 1;
+    default:
+      return 4;
+  }
+}
+
+// The kernels move rows in 16-byte chunks (cp.async, vector stores): every
+// row start of these views must be 16-byte aligned.
+bool rows_aligned(const fmha_view &view, int row_dims) {
+  const int bytes = element_bytes(view.elem);
+  if (reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
+  for (int d = 0; d < row_dims; ++d)
+    if (view.shape[d] > 1 && (view.stride[d] * bytes) % 16 != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
+  const fmha_splitk_problem &problem = plan->problem;
+  if (problem.kv_quant != FMHA_KV_QUANT_NONE) return not_supported(msg, "int4 or fp8 quantised K/V");
+  if (problem.flags & (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV))
+    return not_supported(msg, "fp8 compute (FMHA_FLAG_FP8_QK / FMHA_FLAG_FP8_PV)");
+  if ((problem.flags & FMHA_FLAG_V_FROM_K) || problem.head_dim_qk == 576)
+    return not_supported(msg, "MLA decode (FMHA_FLAG_V_FROM_K, head_dim_qk 576)");
+  if (problem.flags & FMHA_FLAG_CHECKED) return not_supported(msg, "FMHA_FLAG_CHECKED (device-side metadata checks)");
+  if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16) {
+    write_msg(msg, "the CUDA backend needs Q in f16 or bf16, not %s", dtype_name(problem.q_dtype));
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  if (problem.kv_dtype != problem.q_dtype) {
+    write_msg(msg, "the CUDA backend needs K/V in Q's dtype (q_dtype %s, kv_dtype %s)", dtype_name(problem.q_dtype),
+              dtype_name(problem.kv_dtype));
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  if (problem.o_dtype != FMHA_DTYPE_F16 && problem.o_dtype != FMHA_DTYPE_BF16 && problem.o_dtype != FMHA_DTYPE_F32) {
+    write_msg(msg, "the CUDA backend writes O in f16, bf16 or f32, not %s", dtype_name(problem.o_dtype));
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  const int bucket = forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
+  if (bucket == 0) {
+    write_msg(msg, "the CUDA backend has no kernel for head_dim_qk %d / head_dim_v %d", problem.head_dim_qk,
+              problem.head_dim_v);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+
+  int smem_optin = 0;
+  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan->device.device_id),
+                  msg);
+  const ForwardTileInfo tile = forward_tile_info(bucket);
+  if (tile.smem_bytes > smem_optin) {
+    write_msg(msg, "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
+              bucket, tile.smem_bytes, plan->device.device_id, smem_optin);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+
+  const int64_t heads_per_kv = problem.heads_q / problem.heads_kv;
+  const int64_t rows = problem.max_q_seqlen * heads_per_kv;
+  const int64_t row_tiles = (rows + 15) / 16;
+  const int64_t max_pieces = core::max_pieces(*plan);
+  const int64_t heads = static_cast<int64_t>(problem.groups) * problem.heads_kv;
+  if (rows > std::numeric_limits<int32_t>::max() || max_pieces * row_tiles * heads > kMaxGridX) {
+    write_msg(msg,
+              "the CUDA forward grid is too large: %lld pieces x %lld row tiles (max_q_seqlen %lld x %lld heads per "
+              "K/V head) x %lld K/V heads must stay below 2^31",
+              static_cast<long long>(max_pieces), static_cast<long long>(row_tiles),
+              static_cast<long long>(problem.max_q_seqlen), static_cast<long long>(heads_per_kv),
+              static_cast<long long>(heads));
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+
+  ForwardPlan config{};
+  config.head_dim_bucket = bucket;
+  config.num_row_tiles = static_cast<int32_t>(row_tiles);
+  config.work_items = max_pieces;
+  config.combine_items = problem.batch;
+  config.kv_chunk = plan->kv_chunk_size;
+  const char *schedule_name = "uniform";
+  switch (plan->schedule) {
+    case FMHA_SCHEDULE_UNIFORM:
+      config.piece_source = static_cast<int32_t>(PieceSource::kUniform);
+      config.pieces_per_seq = plan->split_k;
+      break;
+    case FMHA_SCHEDULE_FIXED_CHUNK:
+      schedule_name = "fixed_chunk";
+      config.piece_source = static_cast<int32_t>(PieceSource::kFixedChunk);
+      config.pieces_per_seq = static_cast<int32_t>(
+          std::max<int64_t>(1, (problem.max_kv_seqlen + plan->kv_chunk_size - 1) / plan->kv_chunk_size));
+      break;
+    case FMHA_SCHEDULE_BALANCED:
+      schedule_name = "balanced";
+      if (plan->num_ranges > 1) {
+        // One CTA per range (per row tile and head): ranges hold equal key
+        // counts, so the CTAs are equal however the sequences fall.
+        config.piece_source = static_cast<int32_t>(PieceSource::kScheduled);
+        config.work_items = plan->num_ranges;
+        config.combine_items = max_pieces;
+        // The meta region gets a header and the range table besides the
+        // pieces; keep it the workspace's last region (schedule.cpp puts
+        // it there).
+        const size_t meta_bytes = schedule_layout(max_pieces, plan->num_ranges).bytes;
+        if (plan->ws_meta_size < meta_bytes) {
+          if (align_up(plan->ws_meta_offset + plan->ws_meta_size) != plan->workspace_size)
+            plan->ws_meta_offset = align_up(plan->workspace_size);
+          plan->ws_meta_size = meta_bytes;
+          plan->workspace_size = align_up(plan->ws_meta_offset + meta_bytes);
+        }
+      } else {
+        // One range: every sequence is one piece.
+        config.piece_source = static_cast<int32_t>(PieceSource::kUniform);
+        config.pieces_per_seq = 1;
+        config.kv_chunk = static_cast<int32_t>(std::max<int64_t>(1, problem.max_kv_seqlen));
+      }
+      break;
+    default:
+      write_msg(msg, "internal: unknown schedule %d", plan->schedule);
+      return FMHA_STATUS_INTERNAL_ERROR;
+  }
+  config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
+  std::memcpy(plan->backend_private, &config, sizeof(config));
+  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s_d%d_n%d_s%d/%s%s",
+                dtype_name(problem.q_dtype), bucket, tile.block_n, tile.stages, schedule_name,
+                config.combine ? "+combine" : "");
+  return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views, cudaStream_t stream,
+                        fmha_msg msg) {
+  ForwardPlan config;
+  std::memcpy(&config, plan.backend_private, sizeof(config));
+  const fmha_splitk_problem &problem = plan.problem;
+  if (config.work_items == 0 || config.num_row_tiles == 0) return FMHA_STATUS_SUCCESS;  // no sequence or query
+
+  const bool write_partials = (problem.flags & FMHA_FLAG_WRITE_PARTIALS) != 0;
+  struct {
+    const char *name;
+    const fmha_view &view;
+  } const rows_checked[] = {{"q", views.q}, {"k", views.k}, {"v", views.v},
+                            {write_partials ? "o_partial" : "o", write_partials ? views.o_partial : views.o}};
+  for (const auto &tensor : rows_checked) {
+    if (!rows_aligned(tensor.view, tensor.view.ndim - 1)) {
+      write_msg(msg, "%s: the CUDA backend needs every row (data pointer and strides) 16-byte aligned",
+                tensor.name);
+      return FMHA_STATUS_INVALID_ARGUMENT;
+    }
+  }
+
+  ForwardParams params{};
+  SeqLayout &seq = params.seq;
+  seq.kv_layout = problem.kv_layout;
+  seq.q_layout = problem.q_layout;
+  seq.batch = static_cast<int32_t>(problem.batch);
+  seq.max_kv_seqlen = static_cast<int32_t>(problem.max_kv_seqlen);
+  seq.max_q_seqlen = static_cast<int32_t>(problem.max_q_seqlen);
+  seq.page_size_log2 = problem.kv_layout == FMHA_KV_PAGED || problem.kv_layout == FMHA_KV_RAGGED
+                           ? log2_exact(problem.page_size)
+                           : 0;
+  seq.kv_seqlen = static_cast<const int32_t *>(views.kv_seqlen.data);
+  seq.kv_seqlen_stride = views.kv_seqlen.stride[0];
+  seq.kv_seqstart = static_cast<const int32_t *>(views.kv_seqstart.data);
+  seq.kv_seqstart_stride = views.kv_seqstart.stride[0];
+  seq.q_seqstart = static_cast<const int32_t *>(views.q_seqstart.data);
+  seq.q_seqstart_stride = views.q_seqstart.stride[0];
+  seq.block_table = static_cast<const int32_t *>(views.block_table.data);
+  seq.block_table_stride[0] = views.block_table.stride[0];
+  seq.block_table_stride[1] = views.block_table.stride[1];
+  seq.kv_indptr = static_cast<const int32_t *>(views.kv_indptr.data);
+  seq.kv_indptr_stride = views.kv_indptr.stride[0];
+  seq.kv_indices = static_cast<const int32_t *>(views.kv_indices.data);
+  seq.kv_indices_stride = views.kv_indices.stride[0];
+  seq.kv_last_page_len = static_cast<const int32_t *>(views.kv_last_page_len.data);
+  seq.kv_last_page_len_stride = views.kv_last_page_len.stride[0];
+
+  uint8_t *const workspace = static_cast<uint8_t *>(views.workspace);
+  PieceTable &work = params.work;
+  work.source = static_cast<PieceSource>(config.piece_source);
+  work.pieces_per_seq = config.pieces_per_seq;
+  work.kv_chunk = config.kv_chunk;
+  ScheduleMeta *schedule_meta = nullptr;
+  Piece *schedule_pieces = nullptr;
+  int32_t *range_first = nullptr;
+  if (work.source == PieceSource::kScheduled) {
+    const ScheduleLayout layout = schedule_layout(core::max_pieces(plan), plan.num_ranges);
+    uint8_t *const meta = workspace + plan.ws_meta_offset;
+    schedule_meta = reinterpret_cast<ScheduleMeta *>(meta);
+    schedule_pieces = reinterpret_cast<Piece *>(meta + layout.pieces_offset);
+    range_first = reinterpret_cast<int32_t *>(meta + layout.range_first_offset);
+    work.meta = schedule_meta;
+    work.pieces = schedule_pieces;
+    work.range_first = range_first;
+  }
+  if (plan.max_partials > 0 && !write_partials) {
+    params.ws_o = reinterpret_cast<float *>(workspace + plan.ws_partial_o_offset);
+    params.ws_lse = reinterpret_cast<float *>(workspace + plan.ws_partial_lse_offset);
+  }
+
+  params.q = views.q.data;
+  params.k = views.k.data;
+  params.v = views.v.data;
+  params.o = views.o.data;
+  params.o_elem = views.o.elem;
+  params.lse = static_cast<float *>(views.lse.data);
+  for (int d = 0; d < 4; ++d) {
+    params.q_stride[d] = views.q.stride[d];
+    params.k_stride[d] = views.k.stride[d];
+    params.v_stride[d] = views.v.stride[d];
+    params.o_stride[d] = views.o.stride[d];
+    params.lse_stride[d] = views.lse.stride[d];
+  }
+  params.bias = views.bias.data;
+  params.bias_elem = views.bias.elem;
+  for (int d = 0; d < 5; ++d) {
+    params.bias_stride[d] = views.bias.stride[d];
+    params.o_partial_stride[d] = views.o_partial.stride[d];
+    params.lse_partial_stride[d] = views.lse_partial.stride[d];
+  }
+  params.sinks = static_cast<const float *>(views.sinks.data);
+  params.sinks_stride[0] = views.sinks.stride[0];
+  params.sinks_stride[1] = views.sinks.stride[1];
+  params.o_partial = static_cast<float *>(views.o_partial.data);
+  params.lse_partial = static_cast<float *>(views.lse_partial.data);
+  params.write_partials = write_partials;
+
+  params.groups = problem.groups;
+  params.heads_q = problem.heads_q;
+  params.heads_kv = problem.heads_kv;
+  params.heads_per_kv = problem.heads_q / problem.heads_kv;
+  params.head_dim_qk = problem.head_dim_qk;
+  params.head_dim_v = problem.head_dim_v;
+  params.num_row_tiles = config.num_row_tiles;
+  params.mask = problem.mask;
+  params.window_left = problem.window_left;
+  params.window_right = problem.window_right;
+  params.has_softcap = problem.softcap > 0.f;
+  if (params.has_softcap) {
+    params.score_scale = problem.softmax_scale / problem.softcap;
+    params.softcap_log2 = problem.softcap * kernels::kLog2e;
+  } else {
+    params.score_scale = problem.softmax_scale * kernels::kLog2e;
+  }
+
+  if (work.source == PieceSource::kScheduled) {
+    const fmha_status st = launch_balanced_schedule(seq, plan.num_ranges, plan.kv_chunk_size, schedule_meta,
+                                                    schedule_pieces, range_first, stream, msg);
+    if (st != FMHA_STATUS_SUCCESS) return st;
+  }
+
+  const dim3 grid(static_cast<unsigned>(config.work_items * config.num_row_tiles * problem.groups * problem.heads_kv));
+  const fmha_status st =
+      problem.q_dtype == FMHA_DTYPE_F16
+          ? launch_splitk_forward_f16(params, config.head_dim_bucket, grid, plan.device.device_id, stream, msg)
+          : launch_splitk_forward_bf16(params, config.head_dim_bucket, grid, plan.device.device_id, stream, msg);
+  if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
+
+  return launch_split_combine(params, config.combine_items, stream, msg);
+}
+
+namespace {
+template <int kHeadDim>
+ForwardTileInfo tile_info() {
+  using Tile = kernels::ForwardTile<__half, kHeadDim>;
+  return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+}
+}  // namespace
+
+ForwardTileInfo forward_tile_info(int head_dim_bucket) {
+  switch (head_dim_bucket) {
+    case 64:
+      return tile_info<64>();
+    case 128:
+      return tile_info<128>();
+    case 256:
+      return tile_info<256>();
+    default:
+      return tile_info<512>();
+  }
+}
+
+}  // namespace fmha::cuda

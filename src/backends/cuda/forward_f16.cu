@@ -1,0 +1,11 @@
+// fp16 instantiations of the split-K forward kernel.
+#include "backends/cuda/forward_launch.cuh"
+
+namespace fmha::cuda {
+
+fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                      cudaStream_t stream, fmha_msg msg) {
+  return launch_forward<__half>(params, head_dim_bucket, grid, device, stream, msg);
+}
+
+}  // namespace fmha::cuda

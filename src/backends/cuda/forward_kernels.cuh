@@ -1,0 +1,51 @@
+// Launchers of the forward path's kernels, one per translation unit so that
+// the kernel instantiations compile in parallel and forward.cu (the plan and
+// launch heuristics) stays host code.
+#ifndef FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_
+#define FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/forward_params.cuh"
+#include "core/backend_api.h"
+
+namespace fmha::cuda {
+
+// The head-dim bucket (64, 128, 256 or 512) a head dim runs in; dims below
+// the bucket are masked. 0 when no bucket holds it.
+constexpr int forward_head_dim_bucket(int head_dim) {
+  return head_dim <= 0     ? 0
+         : head_dim <= 64  ? 64
+         : head_dim <= 128 ? 128
+         : head_dim <= 256 ? 256
+         : head_dim <= 512 ? 512
+                           : 0;
+}
+
+// Shape of the forward kernel's tiles for a bucket (the same for fp16 and
+// bf16): keys per tile, pipeline stages, dynamic shared memory.
+struct ForwardTileInfo {
+  int block_n;
+  int stages;
+  int smem_bytes;
+};
+ForwardTileInfo forward_tile_info(int head_dim_bucket);
+
+// The split-K forward kernel for `head_dim_bucket`, on `grid` (x: pieces x
+// row tiles x groups x K/V heads, heads fastest). `device` keys the
+// one-time shared memory opt-in.
+fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                      cudaStream_t stream, fmha_msg msg);
+fmha_status launch_splitk_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                       cudaStream_t stream, fmha_msg msg);
+
+// Merges the workspace partial slots of every split sequence into O / LSE
+// (adding the sinks); `items` is the number of combine items (sequences, or
+// pieces with PieceSource::kScheduled).
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, cudaStream_t stream, fmha_msg msg);
+
+}  // namespace fmha::cuda
+
+#endif  // FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_

@@ -1,0 +1,250 @@
+// Kernel parameters of the split-K forward path and the device functions
+// that read the per-run metadata (sequence lengths, query ranges, the work
+// partition). One definition shared by the scheduling pass, the forward
+// kernel and the combine kernel, so that they agree on every piece.
+#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_
+#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/backend_api.h"
+#include "core/schedule.h"
+
+namespace fmha::cuda {
+
+using fmha::core::Piece;
+
+// Where each sequence's keys and queries are: the device-side metadata of
+// one run (canonical views of backend_api.h, strides in elements).
+struct SeqLayout {
+  int32_t kv_layout;  // fmha_kv_layout
+  int32_t q_layout;   // fmha_q_layout
+  int32_t batch;
+  int32_t max_kv_seqlen;
+  int32_t max_q_seqlen;
+  int32_t page_size_log2;  // PAGED / RAGGED
+  const int32_t *kv_seqlen;
+  int64_t kv_seqlen_stride;
+  const int32_t *kv_seqstart;  // GAPPY (required), PAGED (optional)
+  int64_t kv_seqstart_stride;
+  const int32_t *q_seqstart;  // VARLEN
+  int64_t q_seqstart_stride;
+  const int32_t *block_table;  // PAGED
+  int64_t block_table_stride[2];
+  const int32_t *kv_indptr;  // RAGGED
+  int64_t kv_indptr_stride;
+  const int32_t *kv_indices;
+  int64_t kv_indices_stride;
+  const int32_t *kv_last_page_len;  // RAGGED, optional
+  int64_t kv_last_page_len_stride;
+};
+
+// How the pieces of a run are found.
+enum class PieceSource : int32_t {
+  // Piece i is chunk i % pieces_per_seq of sequence i / pieces_per_seq, cut
+  // at multiples of kv_chunk (UNIFORM; also BALANCED with a single range,
+  // as pieces_per_seq 1 and a chunk of max_kv_seqlen). Slot i when there
+  // are several chunks per sequence, else -1.
+  kUniform = 0,
+  // FIXED_CHUNK: as kUniform with pieces_per_seq = chunks of the longest
+  // sequence, except that a sequence uses only the chunks its own length
+  // needs (the rest exit) and one that fits one chunk writes O directly.
+  kFixedChunk = 1,
+  // BALANCED: the scheduling pass wrote the pieces, their count and, per
+  // range, its first piece. Work item r is range r: all its pieces, one
+  // after the other, so that every CTA streams the same number of keys.
+  kScheduled = 2
+};
+
+// The scheduling pass's output (kScheduled), in the workspace meta region.
+struct ScheduleMeta {
+  int32_t num_pieces;
+  int32_t num_ranges;  // ranges of this run (<= the plan's num_ranges)
+  int32_t reserved[2];
+};
+
+struct PieceTable {
+  PieceSource source;
+  int32_t pieces_per_seq;  // kUniform / kFixedChunk
+  int32_t kv_chunk;        // kUniform / kFixedChunk
+  int32_t reserved;
+  const ScheduleMeta *meta;    // kScheduled
+  const Piece *pieces;         // kScheduled: [meta->num_pieces]
+  const int32_t *range_first;  // kScheduled: [meta->num_ranges + 1]
+};
+
+// Everything one forward launch reads. Tensor strides are in elements of
+// the tensor's own type; dims as in the canonical views (the last, head dim,
+// is contiguous and left out).
+struct ForwardParams {
+  SeqLayout seq;
+  PieceTable work;
+
+  const void *q;  // [B, Mq, G, Hq, Dqk]
+  int64_t q_stride[4];
+  const void *k;  // [B, Mkv, G, Hkv, Dqk] or [pages, page_size, G, Hkv, Dqk]
+  int64_t k_stride[4];
+  const void *v;
+  int64_t v_stride[4];
+
+  void *o;  // [B, Mq, G, Hq, Dv], o_elem
+  int64_t o_stride[4];
+  float *lse;  // [B, G, Hq, Mq]; null when not wanted
+  int64_t lse_stride[4];
+  int32_t o_elem;  // fmha_elem_type
+  int32_t bias_elem;
+  const void *bias;  // [B, G, Hq, Mq, Mkv]; null when absent
+  int64_t bias_stride[5];
+  const float *sinks;  // [G, Hq]; null when absent
+  int64_t sinks_stride[2];
+
+  // FMHA_FLAG_WRITE_PARTIALS: chunk s of sequence b goes to index s.
+  float *o_partial;  // [S, B, Mq, G, Hq, Dv]
+  int64_t o_partial_stride[5];
+  float *lse_partial;  // [S, B, G, Hq, Mq]
+  int64_t lse_partial_stride[5];
+  int32_t write_partials;
+
+  // Workspace partial slots, contiguous: O [slots, G, Hq, Mq, Dv] and LSE
+  // [slots, G, Hq, Mq] with Mq = max_q_seqlen.
+  float *ws_o;
+  float *ws_lse;
+
+  int32_t groups;
+  int32_t heads_q;
+  int32_t heads_kv;
+  int32_t heads_per_kv;  // Hq / Hkv: query heads sharing one K/V head
+  int32_t head_dim_qk;
+  int32_t head_dim_v;
+  int32_t num_row_tiles;  // ceil(max_q_seqlen * heads_per_kv / 16)
+
+  int32_t mask;  // fmha_mask_kind
+  int32_t window_left;
+  int32_t window_right;
+
+  // Scores in the kernel are in log2 units: t = log2(e) * (softcap(scale *
+  // q.k) + bias). Without soft-capping t = q.k * score_scale (scale * log2e
+  // folded in); with it t = softcap_log2 * tanh(q.k * score_scale), where
+  // score_scale = scale / cap and softcap_log2 = cap * log2e.
+  float score_scale;
+  float softcap_log2;
+  int32_t has_softcap;
+};
+
+// Keys of sequence b, clamped to [0, max_kv_seqlen]: lengths only live on
+// the device, and a bad one must not make the partition exceed the bounds
+// the workspace was sized for.
+__device__ __forceinline__ int32_t kv_length(const SeqLayout &s, int32_t b) {
+  int64_t len;
+  switch (s.kv_layout) {
+    case FMHA_KV_DENSE:
+      return s.max_kv_seqlen;
+    case FMHA_KV_RAGGED: {
+      const int64_t pages = static_cast<int64_t>(s.kv_indptr[(b + 1) * s.kv_indptr_stride]) -
+                            s.kv_indptr[b * s.kv_indptr_stride];
+      const int64_t page_size = int64_t{1} << s.page_size_log2;
+      const int64_t last =
+          s.kv_last_page_len != nullptr ? s.kv_last_page_len[b * s.kv_last_page_len_stride] : page_size;
+      len = pages > 0 ? (pages - 1) * page_size + last : 0;
+      break;
+    }
+    default:  // PADDED, GAPPY, PAGED
+      len = s.kv_seqlen[b * s.kv_seqlen_stride];
+      break;
+  }
+  return static_cast<int32_t>(len < 0 ? 0 : (len > s.max_kv_seqlen ? s.max_kv_seqlen : len));
+}
+
+// The queries of sequence b: rows [row0, row0 + count) of batch index
+// `batch` in the Q / O / LSE views.
+struct QueryRange {
+  int32_t batch;
+  int32_t row0;
+  int32_t count;
+};
+
+__device__ __forceinline__ QueryRange query_range(const SeqLayout &s, int32_t b) {
+  if (s.q_layout != FMHA_Q_VARLEN) return QueryRange{b, 0, s.max_q_seqlen};
+  const int32_t start = s.q_seqstart[b * s.q_seqstart_stride];
+  int32_t count = s.q_seqstart[(b + 1) * s.q_seqstart_stride] - start;
+  count = count < 0 ? 0 : (count > s.max_q_seqlen ? s.max_q_seqlen : count);
+  return QueryRange{0, start, count};
+}
+
+// Chunks FIXED_CHUNK cuts a sequence of kv_len keys into (>= 1).
+__device__ __forceinline__ int32_t fixed_chunks(int32_t kv_len, int32_t kv_chunk) {
+  const int32_t chunks = static_cast<int32_t>((static_cast<int64_t>(kv_len) + kv_chunk - 1) / kv_chunk);
+  return chunks > 1 ? chunks : 1;
+}
+
+// The pieces of forward work item `item`: [*first, *first + count).
+__device__ __forceinline__ int32_t item_pieces(const PieceTable &w, int32_t item, int32_t *first) {
+  if (w.source != PieceSource::kScheduled) {
+    *first = item;
+    return 1;
+  }
+  if (item >= w.meta->num_ranges) return 0;
+  *first = w.range_first[item];
+  return w.range_first[item + 1] - *first;
+}
+
+// Piece `index` of the partition (fmha::core::partition's, bit for bit),
+// with the length of its sequence; false when there is no such piece.
+// `chunk` is the piece's index within its sequence (for o_partial).
+__device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout &s, int32_t index, Piece *piece,
+                                           int32_t *seq_kv_len, int32_t *chunk) {
+  if (w.source == PieceSource::kScheduled) {
+    *piece = w.pieces[index];
+    *seq_kv_len = kv_length(s, piece->batch);
+    *chunk = 0;
+    return true;
+  }
+  const int32_t b = index / w.pieces_per_seq;
+  const int32_t c = index % w.pieces_per_seq;
+  const int32_t len = kv_length(s, b);
+  *seq_kv_len = len;
+  *chunk = c;
+  int32_t chunks = w.pieces_per_seq;
+  if (w.source == PieceSource::kFixedChunk) {
+    chunks = fixed_chunks(len, w.kv_chunk);
+    if (c >= chunks) return false;
+  }
+  const int64_t begin = static_cast<int64_t>(c) * w.kv_chunk;
+  const int64_t end = begin + w.kv_chunk;
+  piece->batch = b;
+  piece->kv_begin = static_cast<int32_t>(begin < len ? begin : len);
+  piece->kv_end = static_cast<int32_t>(end < len ? end : len);
+  piece->slot = chunks == 1 ? -1 : index;
+  return true;
+}
+
+// The partial slots to merge for combine item `index` (a sequence for
+// kUniform / kFixedChunk, a piece for kScheduled): slots [first, first +
+// count) of sequence *batch, in piece order; count 0 when the item has
+// nothing to merge (its sequence was written directly, or it is not the
+// first piece of its sequence).
+__device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLayout &s, int32_t index,
+                                               int32_t *batch, int32_t *first) {
+  if (w.source == PieceSource::kScheduled) {
+    const int32_t num_pieces = w.meta->num_pieces;
+    if (index >= num_pieces) return 0;
+    const Piece head = w.pieces[index];
+    if (head.slot < 0 || head.kv_begin != 0) return 0;
+    int32_t count = 1;
+    while (index + count < num_pieces && w.pieces[index + count].batch == head.batch) ++count;
+    *batch = head.batch;
+    *first = head.slot;
+    return count;
+  }
+  *batch = index;
+  *first = index * w.pieces_per_seq;
+  if (w.source == PieceSource::kUniform) return w.pieces_per_seq > 1 ? w.pieces_per_seq : 0;
+  const int32_t chunks = fixed_chunks(kv_length(s, index), w.kv_chunk);
+  return chunks > 1 ? chunks : 0;
+}
+
+}  // namespace fmha::cuda
+
+#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_

@@ -1,0 +1,160 @@
+// Streams K/V tiles of one sequence and one K/V head into shared memory
+// with 16-byte cp.async, for every key layout (dense, padded, gappy, paged,
+// ragged). The forward kernel only calls zero_padding() once and load() per
+// tile, so a loader that dequantises (int4, fp8) can replace this one.
+//
+// Shared-memory tile: kBlockN rows of kHeadDim elements; the 16-byte chunk c
+// of row r lives at chunk c ^ (r % 8) of its row, so that the 8 rows one
+// ldmatrix reads (same logical chunk) fall in 8 different bank groups.
+#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_
+#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/forward_params.cuh"
+#include "backends/cuda/kernels/ptx.cuh"
+
+namespace fmha::cuda::kernels {
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile whose
+// rows are kRowBytes long (at least 8 chunks).
+template <int kRowBytes>
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  static_assert(kRowBytes >= 128, "the swizzle permutes groups of 8 chunks");
+  return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+template <typename T, int kHeadDim, int kBlockN, int kThreads>
+class KvTileLoader {
+ public:
+  static constexpr int kRowBytes = kHeadDim * static_cast<int>(sizeof(T));
+  static constexpr int kTileBytes = kBlockN * kRowBytes;
+  static constexpr int kChunksPerRow = kRowBytes / 16;
+  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = kBlockN / kRowsPerPass;
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "tile and threads must match");
+
+  // Thread `tid` copies chunk tid % kChunksPerRow of rows tid /
+  // kChunksPerRow + i * kRowsPerPass: a warp covers whole 128-byte lines.
+  __device__ KvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int tid)
+      : seq_(p.seq), batch_(batch), chunk_(tid % kChunksPerRow), row_(tid / kChunksPerRow) {
+    const T *k = static_cast<const T *>(p.k) + group * p.k_stride[2] + head_kv * p.k_stride[3];
+    const T *v = static_cast<const T *>(p.v) + group * p.v_stride[2] + head_kv * p.v_stride[3];
+    k_chunk_ = chunk_ * kElemsPerChunk < p.head_dim_qk ? k + chunk_ * kElemsPerChunk : nullptr;
+    v_chunk_ = chunk_ * kElemsPerChunk < p.head_dim_v ? v + chunk_ * kElemsPerChunk : nullptr;
+    k_stride0_ = p.k_stride[0];
+    k_stride1_ = p.k_stride[1];
+    v_stride0_ = p.v_stride[0];
+    v_stride1_ = p.v_stride[1];
+    switch (seq_.kv_layout) {
+      case FMHA_KV_GAPPY:
+        seq_offset_ = seq_.kv_seqstart[batch * seq_.kv_seqstart_stride];
+        break;
+      case FMHA_KV_PAGED:
+        seq_offset_ = seq_.kv_seqstart != nullptr ? seq_.kv_seqstart[batch * seq_.kv_seqstart_stride] : 0;
+        break;
+      case FMHA_KV_RAGGED:
+        seq_offset_ = seq_.kv_indptr[batch * seq_.kv_indptr_stride];
+        break;
+      default:
+        seq_offset_ = 0;
+        break;
+    }
+    // Dense, padded and gappy rows are linear in the key: key j of this
+    // thread's chunk is at *_key0_ + j * stride1, no per-row lookup.
+    contiguous_ = seq_.kv_layout != FMHA_KV_PAGED && seq_.kv_layout != FMHA_KV_RAGGED;
+    if (contiguous_) {
+      const int64_t outer = seq_.kv_layout == FMHA_KV_GAPPY ? 0 : batch;
+      k_key0_ = k_chunk_ != nullptr ? k_chunk_ + outer * k_stride0_ + seq_offset_ * k_stride1_ : nullptr;
+      v_key0_ = v_chunk_ != nullptr ? v_chunk_ + outer * v_stride0_ + seq_offset_ * v_stride1_ : nullptr;
+    }
+  }
+
+  // Zeroes the chunks past the head dims in every stage once: they are
+  // never loaded, and K's must be 0 (not stale NaN) because Q's zero
+  // padding multiplies them. Needs a __syncthreads() before the first read
+  // (the pipeline's first wait provides it).
+  __device__ void zero_padding(uint8_t *k_tiles, uint8_t *v_tiles, int stages, int head_dim_qk, int head_dim_v,
+                               int tid, int threads) const {
+    const int k_chunks = head_dim_qk / kElemsPerChunk;
+    const int v_chunks = head_dim_v / kElemsPerChunk;
+    if (k_chunks == kChunksPerRow && v_chunks == kChunksPerRow) return;
+    for (int i = tid; i < stages * kBlockN * kChunksPerRow; i += threads) {
+      const int chunk = i % kChunksPerRow;
+      const int row = i / kChunksPerRow;  // over all stages: rows stay 8-aligned per tile
+      const uint32_t offset = swizzled<kRowBytes>(row, chunk);
+      if (chunk >= k_chunks) *reinterpret_cast<uint4 *>(k_tiles + offset) = make_uint4(0, 0, 0, 0);
+      if (chunk >= v_chunks) *reinterpret_cast<uint4 *>(v_tiles + offset) = make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // Issues the copies of keys [tile_start, tile_start + kBlockN) into the K
+  // and V tiles at shared addresses k_tile / v_tile; keys at or past kv_end
+  // are zero-filled without touching memory (nor the block table).
+  __device__ void load(uint32_t k_tile, uint32_t v_tile, int32_t tile_start, int32_t kv_end) const {
+    if (contiguous_) {
+      const int64_t key = tile_start + row_;
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int row = row_ + pass * kRowsPerPass;
+        const bool valid = tile_start + row < kv_end;
+        const int64_t key_row = key + pass * kRowsPerPass;
+        const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
+        if (k_key0_ != nullptr)
+          cp_async_16(k_tile + offset, valid ? k_key0_ + key_row * k_stride1_ : k_key0_, valid);
+        if (v_key0_ != nullptr)
+          cp_async_16(v_tile + offset, valid ? v_key0_ + key_row * v_stride1_ : v_key0_, valid);
+      }
+      return;
+    }
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row_ + pass * kRowsPerPass;
+      const int32_t key = tile_start + row;
+      const bool valid = key < kv_end;
+      int64_t k_offset = 0;
+      int64_t v_offset = 0;
+      if (valid) row_offsets(key, &k_offset, &v_offset);
+      const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
+      if (k_chunk_ != nullptr) cp_async_16(k_tile + offset, valid ? k_chunk_ + k_offset : k_chunk_, valid);
+      if (v_chunk_ != nullptr) cp_async_16(v_tile + offset, valid ? v_chunk_ + v_offset : v_chunk_, valid);
+    }
+  }
+
+ private:
+  // Element offsets of key `key` (index within the sequence) in paged or
+  // ragged K and V: the page comes from the block table / page list.
+  __device__ __forceinline__ void row_offsets(int32_t key, int64_t *k_offset, int64_t *v_offset) const {
+    int64_t page;
+    int64_t inner;  // row within the page
+    const int32_t page_mask = (1 << seq_.page_size_log2) - 1;
+    if (seq_.kv_layout == FMHA_KV_PAGED) {
+      const int64_t position = seq_offset_ + key;
+      page = __ldg(seq_.block_table + batch_ * seq_.block_table_stride[0] +
+                   (position >> seq_.page_size_log2) * seq_.block_table_stride[1]);
+      inner = position & page_mask;
+    } else {
+      page = __ldg(seq_.kv_indices + (seq_offset_ + (key >> seq_.page_size_log2)) * seq_.kv_indices_stride);
+      inner = key & page_mask;
+    }
+    *k_offset = page * k_stride0_ + inner * k_stride1_;
+    *v_offset = page * v_stride0_ + inner * v_stride1_;
+  }
+
+  const SeqLayout &seq_;
+  const int64_t batch_;
+  const int chunk_;
+  const int row_;
+  const T *k_chunk_;  // this thread's chunk of row 0 of the head; null past Dqk
+  const T *v_chunk_;  // likewise past Dv
+  int64_t k_stride0_, k_stride1_, v_stride0_, v_stride1_;
+  int64_t seq_offset_;  // GAPPY / PAGED: first key position; RAGGED: first page index
+  bool contiguous_;               // DENSE, PADDED, GAPPY
+  const T *k_key0_ = nullptr;     // contiguous: this thread's chunk of the sequence's key 0
+  const T *v_key0_ = nullptr;
+};
+
+}  // namespace fmha::cuda::kernels
+
+#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_

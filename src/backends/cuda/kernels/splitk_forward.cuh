@@ -1,0 +1,565 @@
+// The split-K forward kernel: one CTA computes attention of up to 16 query
+// rows (the Mq * Hq / Hkv rows that share one K/V head, GQA packing) over
+// one piece of one sequence's keys, reading each K/V row once.
+//
+// Structure (4 warps, K/V tiles of kBlockN keys through a kStages-deep
+// cp.async pipeline):
+//  - S = Q K^T: warp w computes the scores of keys [w, w + 1) * kBlockN / 4
+//    of the tile over the whole head dim (Q and K via ldmatrix, m16n8k16
+//    MMAs with fp32 accumulation);
+//  - the row maxima of the 4 warps meet in shared memory, so every warp
+//    runs the same online softmax (exp2, scale * log2(e) folded in); P goes
+//    to shared memory in the input dtype;
+//  - O += P V: warp w owns head dims [w, w + 1) * kHeadDim / 4 over all keys
+//    of the tile, so the accumulator is a quarter of 16 x D per warp (16 x
+//    128 fp32 at D = 512: no spills) and needs no cross-warp reduction;
+//  - the running sums of the warps are added once at the end.
+// Decode is memory-bound, but at a 16-row tile (mostly padding at Mq 1) the
+// per-tile instruction chain is what limits a CTA: the shape is chosen for
+// several resident CTAs per SM with 2-3 tiles each in flight, straight-line
+// MMA code and conflict-free shared memory.
+#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_
+#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/kernels/forward_params.cuh"
+#include "backends/cuda/kernels/kv_tile_loader.cuh"
+#include "backends/cuda/kernels/ptx.cuh"
+#include "backends/cuda/merge_math.cuh"
+
+namespace fmha::cuda::kernels {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Tile shape and shared-memory layout for one (dtype, head-dim bucket).
+template <typename T, int kHeadDimBucket>
+struct ForwardTile {
+  static constexpr int kHeadDim = kHeadDimBucket;
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kRows = 16;  // query rows per CTA: one MMA row tile
+  // 64 keys keep a K+V stage at 32 KB for D 128; larger heads use 32 so a
+  // stage stays <= 64 KB and two CTAs still fit an SM up to D 256.
+  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
+  // chain a few warps cannot hide, so more resident CTAs beat deeper
+  // pipelines (measured on H200, D 128: 3 CTAs x 2 stages 87% of the read
+  // bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages (its
+  // 147 KB also fit the 163 KB an sm_80 block may use).
+  static constexpr int kStages = kHeadDim <= 64 ? 4 : 2;
+  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? 3 : 1;
+  static constexpr int kKeysPerWarp = kBlockN / kWarps;  // S columns of a warp
+  static constexpr int kDimsPerWarp = kHeadDim / kWarps;  // O columns of a warp
+  static constexpr int kScoreTiles = kKeysPerWarp / 8;   // n8 tiles of S per warp
+  static constexpr int kOutTiles = kDimsPerWarp / 8;     // n8 tiles of O per warp
+  static constexpr int kPStride = kBlockN + 8;  // P row, elements: 16-byte pad against bank conflicts
+  // bf16 keeps 8 bits of P: rounding P alone costs ~1.5e-3 relative error
+  // in O, most of the 2e-3 budget. So bf16 P is split into hi + lo bf16
+  // parts (P to ~16 bits) and PV takes two MMAs; fp16's 11 bits suffice.
+  // The MMAs are far from the bound of this memory-bound kernel.
+  static constexpr bool kSplitP = std::is_same_v<T, __nv_bfloat16>;
+  static constexpr int kPTiles = kSplitP ? 2 : 1;
+  static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(T));
+  // Separate O accumulators for the two parts, except at D 512 (registers).
+  static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 ? 2 : 1;
+
+  using Loader = KvTileLoader<T, kHeadDim, kBlockN, kThreads>;
+  static constexpr int kRowBytes = Loader::kRowBytes;
+  static constexpr int kTileBytes = Loader::kTileBytes;
+
+  static constexpr int kQOffset = 0;  // Q [16][kHeadDim], swizzled
+  static constexpr int kKOffset = kQOffset + kRows * kRowBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kTileBytes;
+  static constexpr int kPOffset = kVOffset + kStages * kTileBytes;  // P [kPTiles][16][kPStride]
+  static constexpr int kMaxOffset = kPOffset + kPTiles * kPTileBytes;
+  static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * static_cast<int>(sizeof(float));
+  static constexpr int kSmemBytes = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
+
+  static_assert(kKeysPerWarp == 8 || kKeysPerWarp == 16, "S tile of a warp: one or two n8 tiles");
+  static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: pairs of n8 tiles");
+};
+
+__device__ __forceinline__ float load_as_float(const void *base, int32_t elem, int64_t index) {
+  switch (elem) {
+    case FMHA_ELEM_F16:
+      return __half2float(static_cast<const __half *>(base)[index]);
+    case FMHA_ELEM_BF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[index]);
+    case FMHA_ELEM_F64:
+      return static_cast<float>(static_cast<const double *>(base)[index]);
+    default:
+      return static_cast<const float *>(base)[index];
+  }
+}
+
+// Stores two adjacent output elements (`index` even, rows 16-byte aligned).
+__device__ __forceinline__ void store_pair(void *base, int32_t elem, int64_t index, float x, float y) {
+  switch (elem) {
+    case FMHA_ELEM_F16:
+      *reinterpret_cast<uint32_t *>(static_cast<__half *>(base) + index) = pack2<__half>(x, y);
+      break;
+    case FMHA_ELEM_BF16:
+      *reinterpret_cast<uint32_t *>(static_cast<__nv_bfloat16 *>(base) + index) = pack2<__nv_bfloat16>(x, y);
+      break;
+    default:
+      *reinterpret_cast<float2 *>(static_cast<float *>(base) + index) = make_float2(x, y);
+      break;
+  }
+}
+
+// Stores P for two adjacent keys: rounded to T, and for kSplit also the
+// rounding remainder, in the tile `tile_bytes` further.
+template <typename T, bool kSplit>
+__device__ __forceinline__ void store_p(T *at, int tile_bytes, float x, float y) {
+  if constexpr (kSplit) {
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(x, y);
+    const float2 rounded = __bfloat1622float2(hi);
+    *reinterpret_cast<__nv_bfloat162 *>(at) = hi;
+    *reinterpret_cast<uint32_t *>(reinterpret_cast<uint8_t *>(at) + tile_bytes) =
+        pack2<__nv_bfloat16>(x - rounded.x, y - rounded.y);
+  } else {
+    *reinterpret_cast<uint32_t *>(at) = pack2<T>(x, y);
+  }
+}
+
+// The keys [lo, hi] (inclusive) query m of a sequence with `mq` queries and
+// `kv_len` keys sees under the structural mask; int64 because the window
+// arithmetic may leave the int32 range. Bottom-right aligned: query m sits
+// at position kv_len - mq + m.
+__device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_len, int32_t mq, int32_t m,
+                                             int64_t *lo, int64_t *hi) {
+  const int64_t position = static_cast<int64_t>(kv_len) - mq + m;
+  int64_t first = 0;
+  int64_t last = static_cast<int64_t>(kv_len) - 1;
+  switch (p.mask) {
+    case FMHA_MASK_CAUSAL:
+      last = min(last, position);
+      break;
+    case FMHA_MASK_LOCAL:
+      first = max(first, position - p.window_left);
+      last = min(last, position + p.window_right);
+      break;
+    case FMHA_MASK_CAUSAL_LOCAL:
+      first = max(first, position - p.window_left);
+      last = min(last, position);
+      break;
+    default:
+      break;
+  }
+  *lo = first;
+  *hi = last;
+}
+
+// Where a CTA's rows go: the output (O, LSE), a workspace slot, or an
+// o_partial index; element offsets are batch * s[0] + query * s[1] +
+// group * s[2] + head * s[3] for O (plus the dim) and batch * s[0] +
+// group * s[1] + head * s[2] + query * s[3] for LSE.
+struct OutputTarget {
+  void *o;
+  float *lse;  // may be null
+  int64_t o_stride[4];
+  int64_t lse_stride[4];
+  int32_t o_elem;
+  int32_t batch;  // batch index in the target
+  int32_t row0;   // query index of the sequence's first query in the target
+  bool add_sink;  // fold the sinks into this result
+};
+
+__device__ __forceinline__ OutputTarget output_target(const ForwardParams &p, const Piece &piece, int32_t chunk,
+                                                      const QueryRange &queries) {
+  OutputTarget t;
+  if (p.write_partials) {
+    t.o = p.o_partial + chunk * p.o_partial_stride[0];
+    t.lse = p.lse_partial != nullptr ? p.lse_partial + chunk * p.lse_partial_stride[0] : nullptr;
+    for (int i = 0; i < 4; ++i) {
+      t.o_stride[i] = p.o_partial_stride[i + 1];
+      t.lse_stride[i] = p.lse_partial_stride[i + 1];
+    }
+    t.o_elem = FMHA_ELEM_F32;
+    t.batch = queries.batch;
+    t.row0 = queries.row0;
+    // Merging the partials must give the attention with sinks: the sink
+    // joins exactly one of them.
+    t.add_sink = p.sinks != nullptr && chunk == 0;
+  } else if (piece.slot >= 0) {
+    // Workspace slot: O [G, Hq, Mq, Dv], LSE [G, Hq, Mq], Mq = max_q_seqlen.
+    const int64_t mq = p.seq.max_q_seqlen;
+    const int64_t rows_per_slot = static_cast<int64_t>(p.groups) * p.heads_q * mq;
+    t.o = p.ws_o + piece.slot * rows_per_slot * p.head_dim_v;
+    t.lse = p.ws_lse + piece.slot * rows_per_slot;
+    t.o_stride[0] = 0;
+    t.o_stride[1] = p.head_dim_v;
+    t.o_stride[2] = p.heads_q * mq * p.head_dim_v;
+    t.o_stride[3] = mq * p.head_dim_v;
+    t.lse_stride[0] = 0;
+    t.lse_stride[1] = p.heads_q * mq;
+    t.lse_stride[2] = mq;
+    t.lse_stride[3] = 1;
+    t.o_elem = FMHA_ELEM_F32;
+    t.batch = 0;
+    t.row0 = 0;
+    t.add_sink = false;  // the combine kernel adds it once
+  } else {
+    t.o = p.o;
+    t.lse = p.lse;
+    for (int i = 0; i < 4; ++i) {
+      t.o_stride[i] = p.o_stride[i];
+      t.lse_stride[i] = p.lse_stride[i];
+    }
+    t.o_elem = p.o_elem;
+    t.batch = queries.batch;
+    t.row0 = queries.row0;
+    t.add_sink = p.sinks != nullptr;
+  }
+  return t;
+}
+
+// Attention of row tile `row_tile` of piece `piece_index` for one K/V head.
+// Uniform across the CTA (every early return too).
+template <typename Tile, typename T>
+__device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
+                                             int32_t row_tile, int32_t group, int32_t head_kv) {
+  constexpr int kHeadDim = Tile::kHeadDim;
+  constexpr int kBlockN = Tile::kBlockN;
+  constexpr int kStages = Tile::kStages;
+  constexpr int kRowBytes = Tile::kRowBytes;
+  constexpr int kNS = Tile::kScoreTiles;
+  constexpr int kNO = Tile::kOutTiles;
+
+  Piece piece;
+  int32_t kv_len;
+  int32_t chunk;
+  if (!find_piece(p.work, p.seq, piece_index, &piece, &kv_len, &chunk)) return;
+  const QueryRange queries = query_range(p.seq, piece.batch);
+  const int32_t rows = queries.count * p.heads_per_kv;
+  const int32_t row0 = row_tile * Tile::kRows;
+  if (row0 >= rows) return;
+  const int32_t rows_here = min(Tile::kRows, rows - row0);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int quad_row = lane / 4;  // fragment rows quad_row and quad_row + 8
+  const int quad_col = lane % 4;
+
+  // Keys of this piece that any row of the tile can see (the structural
+  // mask trims whole tiles: causal rows skip the keys after them).
+  int32_t kv_lo;
+  int32_t kv_hi;
+  {
+    int64_t lo, hi, unused;
+    visible_keys(p, kv_len, queries.count, row0 / p.heads_per_kv, &lo, &unused);
+    visible_keys(p, kv_len, queries.count, (row0 + rows_here - 1) / p.heads_per_kv, &unused, &hi);
+    kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(piece.kv_begin)));
+    kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
+  }
+
+  // Per fragment row: query index, head, visible keys [vis_lo, vis_hi]
+  // (inside the piece; empty for padding rows), bias row.
+  int32_t row_query[2];
+  int32_t row_head[2];
+  int32_t vis_lo[2];
+  int32_t vis_hi[2];
+  int64_t bias_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = quad_row + 8 * r;
+    const int32_t packed = row0 + min(row, rows_here - 1);
+    row_query[r] = packed / p.heads_per_kv;
+    row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+    int64_t lo, hi;
+    visible_keys(p, kv_len, queries.count, row_query[r], &lo, &hi);
+    vis_lo[r] = static_cast<int32_t>(max(lo, static_cast<int64_t>(kv_lo)));
+    vis_hi[r] = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(kv_hi) - 1), static_cast<int64_t>(-1)));
+    if (row >= rows_here) {
+      vis_lo[r] = 1;
+      vis_hi[r] = 0;
+    }
+    bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
+                  row_query[r] * p.bias_stride[3];
+  }
+
+  // O accumulators: one per P part where registers allow (shorter chains).
+  float acc[Tile::kPvAccs][kNO][4];
+#pragma unroll
+  for (int h = 0; h < Tile::kPvAccs; ++h)
+#pragma unroll
+    for (int i = 0; i < kNO; ++i) acc[h][i][0] = acc[h][i][1] = acc[h][i][2] = acc[h][i][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // running maxima, log2 units
+  float row_sum[2] = {0.f, 0.f};              // this thread's share of the running sums
+
+  uint8_t *const q_tile = smem + Tile::kQOffset;
+  uint8_t *const k_tiles = smem + Tile::kKOffset;
+  uint8_t *const v_tiles = smem + Tile::kVOffset;
+  T *const p_tile = reinterpret_cast<T *>(smem + Tile::kPOffset);
+  float *const max_exchange = reinterpret_cast<float *>(smem + Tile::kMaxOffset);
+  float *const sum_exchange = reinterpret_cast<float *>(smem + Tile::kSumOffset);
+  const uint32_t q_base = smem_address(q_tile);
+  const uint32_t k_base = smem_address(k_tiles);
+  const uint32_t v_base = smem_address(v_tiles);
+  const uint32_t p_base = smem_address(p_tile);
+
+  const int num_tiles = (kv_hi - kv_lo + kBlockN - 1) / kBlockN;
+  if (num_tiles > 0) {
+    const typename Tile::Loader loader(p, piece.batch, group, head_kv, tid);
+    loader.zero_padding(k_tiles, v_tiles, kStages, p.head_dim_qk, p.head_dim_v, tid, Tile::kThreads);
+
+    // Q rows of the tile (zero past rows_here and past Dqk), in the first
+    // cp.async group together with K/V tile 0.
+    {
+      const T *q = static_cast<const T *>(p.q);
+      constexpr int kChunks = kRowBytes / 16;
+      for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
+        const int row = i / kChunks;
+        const int c = i % kChunks;
+        const bool valid = row < rows_here && c * 8 < p.head_dim_qk;
+        const int32_t packed = row0 + min(row, rows_here - 1);
+        const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+        const int64_t offset = queries.batch * p.q_stride[0] +
+                               static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
+                               group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+        cp_async_16(q_base + swizzled<kRowBytes>(row, c), valid ? q + offset : q, valid);
+      }
+    }
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < num_tiles)
+        loader.load(k_base + s * Tile::kTileBytes, v_base + s * Tile::kTileBytes, kv_lo + s * kBlockN, kv_hi);
+      cp_async_commit();
+    }
+
+    const int key0 = warp * Tile::kKeysPerWarp;  // first S column of this warp in a tile
+    const int dim0 = warp * Tile::kDimsPerWarp;  // first O column of this warp
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // tile `tile` visible to all; stage (tile - 1) % kStages free
+      {
+        const int next = tile + kStages - 1;
+        if (next < num_tiles) {
+          const int stage = next % kStages;
+          loader.load(k_base + stage * Tile::kTileBytes, v_base + stage * Tile::kTileBytes,
+                      kv_lo + next * kBlockN, kv_hi);
+        }
+        cp_async_commit();
+      }
+      const int stage = tile % kStages;
+      const uint32_t k_stage = k_base + stage * Tile::kTileBytes;
+      const uint32_t v_stage = v_base + stage * Tile::kTileBytes;
+      const int32_t tile_start = kv_lo + tile * kBlockN;
+
+      // Bias loads first, so their latency overlaps the QK^T MMAs.
+      float bias[kNS][4] = {};
+      if (p.bias != nullptr) {
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            const int32_t key = tile_start + key0 + nt * 8 + 2 * quad_col + (e & 1);
+            if (key >= vis_lo[r] && key <= vis_hi[r])
+              bias[nt][e] = load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]);
+          }
+        }
+      }
+
+      // ---- S = Q K^T for this warp's keys --------------------------------
+      // Straight-line over the whole bucket (dims past Dqk are zero in Q
+      // and K), with even and odd k-steps in separate accumulators: the
+      // kernel is bound by this per-tile dependency chain, not by MMAs.
+      float s_part[2][kNS][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) s_part[h][nt][0] = s_part[h][nt][1] = s_part[h][nt][2] = s_part[h][nt][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+        uint32_t a[4];
+        ldmatrix_x4(a, q_base + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
+        if constexpr (kNS == 2) {
+          uint32_t b[4];
+          const int key = key0 + (lane / 16) * 8 + lane % 8;
+          ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+          mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
+          mma_16x8x16<T>(s_part[ks % 2][1], a, b[2], b[3]);
+        } else {
+          uint32_t b[2];
+          const int key = key0 + lane % 8;
+          ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+          mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
+        }
+      }
+      float s[kNS][4];
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nt][e] = s_part[0][nt][e] + s_part[1][nt][e];
+
+      // ---- Scores in log2 units, masked; row maxima across warps ---------
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int32_t key = tile_start + key0 + nt * 8 + 2 * quad_col + (e & 1);
+          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * p.score_scale) : s[nt][e] * p.score_scale;
+          x += bias[nt][e] * kLog2e;
+          s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
+          tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        if (quad_col == 0) max_exchange[warp * Tile::kRows + quad_row + 8 * r] = tile_max[r];
+      }
+      __syncthreads();
+
+      // ---- Online softmax (identical in every warp) ----------------------
+      float reference[2];  // the max P is taken against (0 while the row has seen nothing)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float m = row_max[r];
+#pragma unroll
+        for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + quad_row + 8 * r]);
+        reference[r] = m == -INFINITY ? 0.f : m;
+        const float rescale = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
+        row_max[r] = m;
+        row_sum[r] *= rescale;
+#pragma unroll
+        for (int h = 0; h < Tile::kPvAccs; ++h)
+#pragma unroll
+          for (int nt = 0; nt < kNO; ++nt) {
+            acc[h][nt][2 * r] *= rescale;
+            acc[h][nt][2 * r + 1] *= rescale;
+          }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt) {
+        const float p0 = fast_exp2(s[nt][0] - reference[0]);
+        const float p1 = fast_exp2(s[nt][1] - reference[0]);
+        const float p2 = fast_exp2(s[nt][2] - reference[1]);
+        const float p3 = fast_exp2(s[nt][3] - reference[1]);
+        row_sum[0] += p0 + p1;
+        row_sum[1] += p2 + p3;
+        const int column = key0 + nt * 8 + 2 * quad_col;
+        store_p<T, Tile::kSplitP>(p_tile + quad_row * Tile::kPStride + column, Tile::kPTileBytes, p0, p1);
+        store_p<T, Tile::kSplitP>(p_tile + (quad_row + 8) * Tile::kPStride + column, Tile::kPTileBytes, p2, p3);
+      }
+      __syncthreads();
+
+      // ---- O += P V for this warp's head dims ------------------------------
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const uint32_t a_address =
+            p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(T));
+        uint32_t a[Tile::kPTiles][4];
+#pragma unroll
+        for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[part], a_address + part * Tile::kPTileBytes);
+#pragma unroll
+        for (int np = 0; np < kNO / 2; ++np) {
+          // All of the bucket's dims (V's padding is zero): straight-line.
+          uint32_t b[4];
+          const int key = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+          ldmatrix_x4_trans(b, v_stage + swizzled<kRowBytes>(key, (dim0 + np * 16) / 8 + lane / 16));
+#pragma unroll
+          for (int part = 0; part < Tile::kPTiles; ++part) {
+            float(&o)[kNO][4] = acc[part % Tile::kPvAccs];
+            mma_16x8x16<T>(o[2 * np], a[part], b[0], b[1]);
+            mma_16x8x16<T>(o[2 * np + 1], a[part], b[2], b[3]);
+          }
+        }
+      }
+    }
+    cp_async_wait<0>();
+  }
+
+  // ---- Final sums, LSE, output ----------------------------------------
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (quad_col == 0) sum_exchange[warp * Tile::kRows + quad_row + 8 * r] = row_sum[r];
+  }
+  __syncthreads();
+
+  const OutputTarget target = output_target(p, piece, chunk, queries);
+  const int dim0 = warp * Tile::kDimsPerWarp;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = quad_row + 8 * r;
+    if (row >= rows_here) continue;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < Tile::kWarps; ++w) sum += sum_exchange[w * Tile::kRows + row];
+    // Natural-log LSE of the row; no visible key gives -inf and O = 0.
+    float lse = sum > 0.f ? (row_max[r] + log2f(sum)) * kLn2 : -INFINITY;
+    float o_scale = sum > 0.f ? 1.f / sum : 0.f;
+    if (target.add_sink) {
+      const float sink = p.sinks[group * p.sinks_stride[0] + row_head[r] * p.sinks_stride[1]];
+      const float top = fmaxf(lse, sink);
+      const float with_sink = lse_of(top, exp_relative(lse, top) + exp_relative(sink, top));
+      o_scale *= merge_weight(lse, with_sink);
+      lse = with_sink;
+    }
+    const int32_t query = target.row0 + row_query[r];
+    void *const o = target.o;
+    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] +
+                          group * target.o_stride[2] + row_head[r] * target.o_stride[3];
+#pragma unroll
+    for (int nt = 0; nt < kNO; ++nt) {
+      const int d = dim0 + nt * 8 + 2 * quad_col;
+      float x = acc[0][nt][2 * r];
+      float y = acc[0][nt][2 * r + 1];
+#pragma unroll
+      for (int h = 1; h < Tile::kPvAccs; ++h) {
+        x += acc[h][nt][2 * r];
+        y += acc[h][nt][2 * r + 1];
+      }
+      if (d < p.head_dim_v) store_pair(o, target.o_elem, o_row + d, x * o_scale, y * o_scale);
+    }
+    if (warp == 0 && quad_col == 0 && target.lse != nullptr)
+      target.lse[target.batch * target.lse_stride[0] + group * target.lse_stride[1] +
+                 row_head[r] * target.lse_stride[2] + query * target.lse_stride[3]] = lse;
+  }
+}
+
+template <typename T, int kHeadDimBucket>
+__global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket>::kThreads,
+                                  ForwardTile<T, kHeadDimBucket>::kMinBlocksPerSm)
+    splitk_forward_kernel(const __grid_constant__ ForwardParams p) {
+  using Tile = ForwardTile<T, kHeadDimBucket>;
+  extern __shared__ __align__(128) uint8_t smem[];
+
+  // The K/V heads are the fastest grid index: the CTAs that run together
+  // then read whole [G, Hkv, D] key rows between them, contiguous memory,
+  // rather than one head's 2*D bytes out of every row (DRAM page locality).
+  const int32_t heads = p.groups * p.heads_kv;
+  const int32_t head_index = static_cast<int32_t>(blockIdx.x % heads);
+  const int32_t tile_index = static_cast<int32_t>(blockIdx.x / heads);
+  const int32_t row_tile = tile_index % p.num_row_tiles;
+  const int32_t item = tile_index / p.num_row_tiles;
+  const int32_t group = head_index / p.heads_kv;
+  const int32_t head_kv = head_index % p.heads_kv;
+
+  int32_t first_piece = 0;
+  const int32_t pieces = item_pieces(p.work, item, &first_piece);
+  for (int32_t i = 0; i < pieces; ++i) {
+    if (i > 0) __syncthreads();  // the previous piece is done with shared memory
+    attend_piece<Tile, T>(p, smem, first_piece + i, row_tile, group, head_kv);
+  }
+}
+
+}  // namespace fmha::cuda::kernels
+
+#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_

@@ -1,0 +1,200 @@
+// Entry points of the CUDA plugin (libfmha_splitk_cuda.so): the score the
+// core ranks backends by and the fmha_backend_v1 table.
+//
+// Device ids are CUDA ordinals. Every entry point leaves the calling
+// thread's current device as it found it, and no failed CUDA call leaves an
+// error behind for a later call to report (status_from clears it).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/forward.h"
+#include "backends/cuda/merge.h"
+#include "core/backend_api.h"
+
+namespace fmha::cuda {
+namespace {
+
+// Oldest architecture the plugin is built and tested for (bf16 arithmetic
+// needs it); FMHA_SPLITK_CUDA_ARCHS does not go below it.
+constexpr int kMinComputeCapability = 80;
+
+// Makes a device current for the object's lifetime when it is not already.
+class ScopedDevice {
+ public:
+  ScopedDevice() = default;
+  ScopedDevice(const ScopedDevice &) = delete;
+  ScopedDevice &operator=(const ScopedDevice &) = delete;
+  ~ScopedDevice() {
+    // Going back to the device that was current a moment ago cannot fail
+    // short of a lost context, and a destructor has no one to tell; the
+    // error is at least not left behind.
+    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+
+  fmha_status enter(int device, fmha_msg msg) {
+    int current = 0;
+    FMHA_CUDA_CHECK(cudaGetDevice(&current), msg);
+    if (current == device) return FMHA_STATUS_SUCCESS;
+    FMHA_CUDA_CHECK(cudaSetDevice(device), msg);
+    previous_ = current;
+    return FMHA_STATUS_SUCCESS;
+  }
+
+  // Enters the device that owns the memory at `ptr`. Memory no device owns
+  // (pinned host memory, or system memory that HMM / ATS systems such as
+  // Grace Hopper let kernels read) leaves the current device.
+  fmha_status enter_owner_of(const void *ptr, fmha_msg msg) {
+    if (ptr == nullptr) return FMHA_STATUS_SUCCESS;  // an empty tensor: nothing is launched
+    cudaPointerAttributes attributes{};
+    FMHA_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr), msg);
+    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
+      return FMHA_STATUS_SUCCESS;
+    return enter(attributes.device, msg);
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+cudaError_t compute_capability(int device, int *capability) {
+  int major = 0, minor = 0;
+  cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  *capability = major * 10 + minor;
+  return err;
+}
+
+fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+  int sms = 0, capability = 0, memory_clock_khz = 0, bus_width_bits = 0;
+  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id), msg);
+  FMHA_CUDA_CHECK(compute_capability(device_id, &capability), msg);
+  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device_id), msg);
+  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device_id), msg);
+  cudaDeviceProp properties{};
+  FMHA_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_id), msg);
+
+  fmha_device_props props{};
+  props.device_id = device_id;
+  props.num_workers = sms;
+  props.compute_capability = capability;
+  // 16-byte rows let every kernel use 128-bit loads without a tail path.
+  props.row_alignment = 16;
+  props.dl_device_type = kDLCUDA;
+  // Double data rate: two transfers per memory clock over the whole bus.
+  props.memory_bandwidth_gbps = 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
+  // Names are short; cut a long one to fit rather than fail.
+  std::snprintf(props.name, sizeof props.name, "%.*s", static_cast<int>(sizeof props.name - 1), properties.name);
+  *out = props;
+  return FMHA_STATUS_SUCCESS;
+}
+
+fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
+  if (plan_data->device.compute_capability < kMinComputeCapability) {
+    write_msg(msg, "cuda: device %d (%s) has compute capability %d.%d; the CUDA backend needs 8.0 or newer",
+              plan_data->device.device_id, plan_data->device.name, plan_data->device.compute_capability / 10,
+              plan_data->device.compute_capability % 10);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  return plan_forward(plan_data, msg);
+}
+
+fmha_status run(const fmha_plan_data *plan_data, const fmha_run_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(plan_data->device.device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return run_forward(*plan_data, *views, static_cast<cudaStream_t>(views->stream), msg);
+}
+
+// Merge views carry no device id: the kernels run where the output lives.
+fmha_status merge_entry(const fmha_merge_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter_owner_of(views->o.data, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return merge(*views, static_cast<cudaStream_t>(views->stream), msg);
+}
+
+fmha_status merge_backward_entry(const fmha_merge_backward_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter_owner_of(views->o.data, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return merge_backward(*views, static_cast<cudaStream_t>(views->stream), msg);
+}
+
+fmha_status alloc(int32_t device_id, size_t bytes, void **ptr, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  FMHA_CUDA_CHECK(cudaMalloc(ptr, bytes), msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+void free_memory(int32_t device_id, void *ptr) {
+  if (ptr == nullptr) return;
+  // free() cannot report: a failure (e.g. the runtime already unloading at
+  // process exit) is dropped, and cleared so that it does not resurface.
+  const fmha_msg no_msg{nullptr, 0};
+  ScopedDevice device;
+  if (device.enter(device_id, no_msg) != FMHA_STATUS_SUCCESS) return;
+  if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+int32_t visible_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+fmha_backend_v1 make_table() {
+  fmha_backend_v1 table{};
+  table.api_version = FMHA_BACKEND_API_VERSION;
+  table.struct_size = sizeof(fmha_backend_v1);
+  table.kind = FMHA_BACKEND_CUDA;
+  table.device_count = visible_device_count();
+  table.name = "cuda";
+  table.device_props = device_props;
+  table.plan = plan;
+  table.run = run;
+  table.merge = merge_entry;
+  table.merge_backward = merge_backward_entry;
+  table.alloc = alloc;
+  table.free = free_memory;
+  // Nothing to release: the table is static, and resetting devices would
+  // destroy the application's own CUDA state.
+  table.shutdown = nullptr;
+  return table;
+}
+
+}  // namespace
+}  // namespace fmha::cuda
+
+#define FMHA_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+
+// 0 when there is no driver (or too old a one), no device, or no device of
+// compute capability 8.0 or newer; else 100 + the best compute capability,
+// so that newer hardware ranks higher.
+FMHA_PLUGIN_EXPORT int32_t fmha_backend_score(void) {
+  const int32_t count = fmha::cuda::visible_device_count();
+  int best = 0;
+  for (int device = 0; device < count; ++device) {
+    int capability = 0;
+    if (fmha::cuda::compute_capability(device, &capability) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    best = std::max(best, capability);
+  }
+  return best < fmha::cuda::kMinComputeCapability ? 0 : 100 + best;
+}
+
+FMHA_PLUGIN_EXPORT const fmha_backend_v1 *fmha_backend_init_v1(uint32_t core_api_version) {
+  if (core_api_version != FMHA_BACKEND_API_VERSION) return nullptr;
+  static const fmha_backend_v1 table = fmha::cuda::make_table();
+  return &table;
+}

@@ -1,0 +1,124 @@
+// BALANCED partition on the device: the same arithmetic as
+// fmha::core::partition (schedule.cpp), on the lengths the run finds in
+// device memory. The batch's keys, concatenated, are cut at multiples of
+// range_len = ceil(total / ranges); a sequence containing a cut is split
+// there and its pieces take consecutive partial slots. A piece belongs to
+// the range holding its first key: every range has range_len keys (the
+// last one at most), which the forward kernel turns into equal CTAs.
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <cstdint>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/schedule_device.cuh"
+
+namespace fmha::cuda {
+namespace {
+
+constexpr int kScheduleThreads = 512;
+
+// Pieces and slots of one sequence, packed in one int64 (pieces high,
+// slots low) so that one block scan gives both; each total stays below
+// 2^31 (max_pieces, max_partials are int32 in the plan).
+__device__ __forceinline__ int64_t pack_counts(int64_t pieces, int64_t slots) { return (pieces << 32) | slots; }
+
+struct MaxOp {
+  __device__ __forceinline__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
+};
+
+__global__ void __launch_bounds__(kScheduleThreads)
+    balanced_schedule_kernel(const __grid_constant__ SeqLayout seq, int32_t num_ranges, int32_t min_piece_keys,
+                             ScheduleMeta *meta, Piece *pieces, int32_t *range_first) {
+  using Reduce = cub::BlockReduce<int64_t, kScheduleThreads>;
+  using Scan = cub::BlockScan<int64_t, kScheduleThreads>;
+  __shared__ union {
+    typename Reduce::TempStorage reduce;
+    typename Scan::TempStorage scan;
+  } temp;
+  __shared__ int64_t shared_total;
+  const int tid = static_cast<int>(threadIdx.x);
+
+  int64_t keys = 0;
+  for (int32_t b = tid; b < seq.batch; b += kScheduleThreads) keys += kv_length(seq, b);
+  const int64_t block_total = Reduce(temp.reduce).Sum(keys);
+  if (tid == 0) shared_total = block_total;
+  __syncthreads();
+  const int64_t total_keys = shared_total;
+
+  // As effective_ranges() in schedule.cpp: no range shorter than the
+  // minimum piece; a single range cuts nothing.
+  int64_t ranges = total_keys / min_piece_keys;
+  ranges = ranges < 1 ? 1 : (ranges > num_ranges ? num_ranges : ranges);
+  const int64_t range_len = ranges > 1 ? (total_keys + ranges - 1) / ranges : 0;
+
+  int64_t keys_before = 0;        // keys of the sequences of earlier rounds
+  int64_t counts_before = 0;      // packed pieces / slots of earlier rounds
+  int64_t last_range_before = -1;  // range of the last piece of earlier rounds
+  for (int32_t base = 0; base < seq.batch; base += kScheduleThreads) {
+    const int32_t b = base + tid;
+    const bool active = b < seq.batch;
+    const int64_t len = active ? kv_length(seq, b) : 0;
+    int64_t seq_start;
+    int64_t round_keys;
+    Scan(temp.scan).ExclusiveSum(len, seq_start, round_keys);
+    __syncthreads();
+    seq_start += keys_before;
+    // Cuts strictly inside the sequence: multiples of range_len in
+    // (seq_start, seq_start + len).
+    const int64_t cuts = len > 0 && range_len > 0 ? (seq_start + len - 1) / range_len - seq_start / range_len : 0;
+    const int64_t own_counts = active ? pack_counts(cuts + 1, cuts > 0 ? cuts + 1 : 0) : 0;
+    int64_t counts;
+    int64_t round_counts;
+    Scan(temp.scan).ExclusiveSum(own_counts, counts, round_counts);
+    __syncthreads();
+    counts += counts_before;
+    // Range of the first piece; its k-th piece starts at the k-th cut, in
+    // range first_range + k.
+    const int64_t first_range = range_len > 0 ? min(seq_start / range_len, ranges - 1) : 0;
+    int64_t prev_range;  // range of the piece before this sequence's first
+    int64_t round_last_range;
+    Scan(temp.scan).ExclusiveScan(active ? first_range + cuts : -1, prev_range, last_range_before, MaxOp(),
+                                  round_last_range);
+    __syncthreads();
+
+    if (active) {
+      const int64_t first_piece = counts >> 32;
+      const int32_t first_slot = static_cast<int32_t>(counts & 0xffffffff);
+      int64_t cut = seq_start;
+      int64_t boundary = range_len > 0 ? (seq_start / range_len + 1) * range_len : 0;
+      for (int64_t k = 0; k <= cuts; ++k, boundary += range_len) {
+        const int64_t end = k < cuts ? boundary : seq_start + len;
+        pieces[first_piece + k] =
+            Piece{b, static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(end - seq_start),
+                  cuts == 0 ? -1 : first_slot + static_cast<int32_t>(k)};
+        // Ranges (prev_range, first_range + k] start at this piece.
+        for (int64_t r = prev_range + 1; r <= first_range + k; ++r) range_first[r] = static_cast<int32_t>(first_piece + k);
+        prev_range = first_range + k;
+        cut = end;
+      }
+    }
+    keys_before += round_keys;
+    counts_before += round_counts;
+    last_range_before = max(last_range_before, round_last_range);
+  }
+  if (tid == 0) {
+    const int32_t num_pieces = static_cast<int32_t>(counts_before >> 32);
+    for (int64_t r = last_range_before + 1; r <= ranges; ++r) range_first[r] = num_pieces;
+    meta->num_pieces = num_pieces;
+    meta->num_ranges = static_cast<int32_t>(ranges);
+  }
+}
+
+}  // namespace
+
+fmha_status launch_balanced_schedule(const SeqLayout &seq, int32_t num_ranges, int32_t min_piece_keys,
+                                     ScheduleMeta *meta, Piece *pieces, int32_t *range_first, cudaStream_t stream,
+                                     fmha_msg msg) {
+  balanced_schedule_kernel<<<1, kScheduleThreads, 0, stream>>>(seq, num_ranges, min_piece_keys, meta, pieces,
+                                                               range_first);
+  FMHA_CUDA_CHECK_LAUNCH("balanced_schedule_kernel", msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+}  // namespace fmha::cuda

@@ -1,0 +1,89 @@
+// The CUDA plugin as the registry sees it on a machine with a GPU: loaded,
+// available, naming the device, chosen by AUTO, and leaving the caller's
+// CUDA state (current device, last error) as it was.
+#include <cuda_runtime.h>
+#include <fmha_splitk/fmha_splitk.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda_util.h"
+
+namespace fmha_test {
+namespace {
+
+std::vector<fmha_backend_info> backends() {
+  size_t count = 0;
+  fmha_check(fmha_get_backends(nullptr, 0, &count), "fmha_get_backends (count)");
+  const fmha_backend_info init = FMHA_BACKEND_INFO_INIT;
+  std::vector<fmha_backend_info> infos(count, init);
+  fmha_check(fmha_get_backends(infos.data(), infos.size(), &count), "fmha_get_backends");
+  return infos;
+}
+
+TEST(CudaBackend, ListedAvailableWithTheDeviceName) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  cudaDeviceProp props{};
+  cuda_check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
+  const std::vector<fmha_backend_info> infos = backends();
+  const fmha_backend_info *cuda = nullptr;
+  for (const fmha_backend_info &info : infos)
+    if (info.backend == FMHA_BACKEND_CUDA) cuda = &info;
+  ASSERT_NE(cuda, nullptr) << "fmha_get_backends lists no CUDA backend";
+  EXPECT_NE(cuda->available, 0) << "reason: " << cuda->reason;
+  EXPECT_GT(cuda->score, 0);
+  EXPECT_GE(cuda->device_count, 1);
+  EXPECT_STREQ(cuda->name, "cuda");
+  EXPECT_EQ(std::string(cuda->device_name), std::string(props.name).substr(0, sizeof cuda->device_name - 1));
+  EXPECT_NE(std::string(cuda->path).find("libfmha_splitk_cuda.so"), std::string::npos) << cuda->path;
+}
+
+fmha_splitk_problem small_problem() {
+  fmha_splitk_problem p = FMHA_SPLITK_PROBLEM_INIT;
+  p.batch = 2;
+  p.max_q_seqlen = 1;
+  p.max_kv_seqlen = 256;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.head_dim_qk = 128;
+  p.q_dtype = FMHA_DTYPE_BF16;
+  return p;
+}
+
+TEST(CudaBackend, AutoChoosesCuda) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  if (std::getenv("FMHA_SPLITK_BACKEND") != nullptr) GTEST_SKIP() << "FMHA_SPLITK_BACKEND overrides AUTO";
+  fmha_splitk_problem p = small_problem();
+  p.backend = FMHA_BACKEND_AUTO;
+  fmha_splitk_plan_t raw = nullptr;
+  fmha_check(fmha_splitk_create_plan(&p, &raw), "fmha_splitk_create_plan");
+  const PlanPtr plan(raw, &fmha_splitk_destroy_plan);
+  fmha_splitk_plan_info info = FMHA_SPLITK_PLAN_INFO_INIT;
+  fmha_check(fmha_splitk_get_plan_info(plan.get(), &info), "fmha_splitk_get_plan_info");
+  EXPECT_EQ(info.backend, FMHA_BACKEND_CUDA);
+  EXPECT_STREQ(info.backend_name, "cuda");
+  EXPECT_GT(info.num_workers, 0) << "the plan should target the device's SMs";
+}
+
+TEST(CudaBackend, CallerStateIsLeftAlone) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  int before = -1;
+  cuda_check(cudaGetDevice(&before), "cudaGetDevice");
+  // A request the backend refuses (a device that does not exist) must not
+  // leave an error behind in the caller's runtime.
+  fmha_splitk_problem p = small_problem();
+  p.backend = FMHA_BACKEND_CUDA;
+  p.device_id = 1000;
+  fmha_splitk_plan_t raw = nullptr;
+  EXPECT_NE(fmha_splitk_create_plan(&p, &raw), FMHA_STATUS_SUCCESS);
+  EXPECT_EQ(raw, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  int after = -1;
+  cuda_check(cudaGetDevice(&after), "cudaGetDevice");
+  EXPECT_EQ(after, before);
+}
+
+}  // namespace
+}  // namespace fmha_test
