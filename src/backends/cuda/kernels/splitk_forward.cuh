@@ -50,9 +50,9 @@ struct ForwardTile {
   static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
   // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
   // chain a few warps cannot hide, so more resident CTAs beat deeper
-  // pipelines (measured on H200, D 128: 3 CTAs x 2 stages 87% of the read
-  // bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages (its
-  // 147 KB also fit the 163 KB an sm_80 block may use).
+  // pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
+  // the read bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages
+  // (its 147 KB also fit the 163 KB an sm_80 block may use).
   static constexpr int kStages = kHeadDim <= 64 ? 4 : 2;
   static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? 3 : 1;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;  // S columns of a warp
