@@ -311,12 +311,15 @@ TEST(CreatePlan, FieldsOfUnusedFeaturesAreIgnored) {
   fmha_splitk_destroy_plan(make_plan(problem));
 }
 
-TEST(CreatePlan, CpuRefusesQuantisedKvAsNotSupported) {
+// The CPU backend computes every problem the core accepts, quantised K/V
+// and FMHA_FLAG_CHECKED included (the feature suites check the results).
+TEST(CreatePlan, CpuPlansQuantisedKvAndChecked) {
   fmha_splitk_problem problem = basic_problem();
   problem.kv_quant = FMHA_KV_QUANT_INT4;
-  fmha_splitk_plan_t plan = untouched_plan();
-  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem, &plan), FMHA_STATUS_NOT_SUPPORTED, "cpu backend");
-  EXPECT_EQ(plan, untouched_plan());
+  problem.flags = FMHA_FLAG_CHECKED;
+  fmha_splitk_plan_t plan = nullptr;
+  EXPECT_FMHA_OK(fmha_splitk_create_plan(&problem, &plan));
+  fmha_splitk_destroy_plan(plan);
 }
 
 TEST(DestroyPlan, NullIsANoOp) { fmha_splitk_destroy_plan(nullptr); }

@@ -136,23 +136,15 @@ bool is_supported_kv_dtype(int32_t dtype) { return dtype == FMHA_DTYPE_F16 || dt
 
 fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const fmha_splitk_problem &problem = plan->problem;
-  constexpr const char *kIssue =
-      "is not implemented on the CPU backend yet (issue: CPU reference for quantised K/V and MLA)";
-  if (problem.kv_quant != FMHA_KV_QUANT_NONE)
-    return fail(msg, FMHA_STATUS_NOT_SUPPORTED, "problem.kv_quant = %d (%s K/V) %s", problem.kv_quant,
-                problem.kv_quant == FMHA_KV_QUANT_INT4 ? "int4" : "fp8", kIssue);
-  if (problem.flags & (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV))
+  // Every quantisation (problem.kv_quant), fp8 compute and V_FROM_K the core
+  // accepts is computed; FMHA_FLAG_CHECKED needs nothing more, since every
+  // CPU run validates the device-side metadata (SequenceMap::validate).
+  const bool q_supported = is_supported_kv_dtype(problem.q_dtype) ||
+                           (problem.q_dtype == FMHA_DTYPE_FP8 && (problem.flags & FMHA_FLAG_FP8_QK));
+  if (!q_supported || !is_supported_kv_dtype(problem.kv_dtype))
     return fail(msg, FMHA_STATUS_NOT_SUPPORTED,
-                "fp8 compute (problem.flags has FMHA_FLAG_FP8_QK or FMHA_FLAG_FP8_PV) %s", kIssue);
-  if ((problem.flags & FMHA_FLAG_V_FROM_K) || problem.head_dim_qk == 576)
-    return fail(msg, FMHA_STATUS_NOT_SUPPORTED,
-                "MLA (problem.flags has FMHA_FLAG_V_FROM_K or problem.head_dim_qk = %d is 576) %s", problem.head_dim_qk,
-                kIssue);
-  if (problem.flags & FMHA_FLAG_CHECKED)
-    return fail(msg, FMHA_STATUS_NOT_SUPPORTED, "FMHA_FLAG_CHECKED (in-kernel metadata validation) %s", kIssue);
-  if (!is_supported_kv_dtype(problem.q_dtype) || !is_supported_kv_dtype(problem.kv_dtype))
-    return fail(msg, FMHA_STATUS_NOT_SUPPORTED,
-                "problem.q_dtype = %d, problem.kv_dtype = %d: the CPU backend computes fp16 and bf16 Q and K/V only",
+                "problem.q_dtype = %d, problem.kv_dtype = %d: the CPU backend computes fp16, bf16 (or, with "
+                "FMHA_FLAG_FP8_QK, fp8) Q and fp16 or bf16 K/V (quantised K/V: problem.kv_quant)",
                 problem.q_dtype, problem.kv_dtype);
   if (problem.head_dim_qk > kMaxHeadDim || problem.head_dim_v > kMaxHeadDim)
     return fail(msg, FMHA_STATUS_NOT_SUPPORTED,

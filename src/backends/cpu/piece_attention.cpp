@@ -23,10 +23,12 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // A worker's tiles, carved from its pool scratch for the problem's head
 // dims: fp32 copies of a tile of query rows and of a block of keys and
-// values, and the running softmax state of each row.
+// values, and the running softmax state of each row. With V_FROM_K the
+// value rows are the key rows (v aliases k, rows head_dim_qk apart).
 struct Tiles {
   int64_t head_dim_qk;
   int64_t head_dim_v;
+  int64_t v_stride;
   float *q;               // [rows, head_dim_qk]
   float *acc;             // [rows, head_dim_v]
   float *k;               // [kKeyBlock, head_dim_qk]
@@ -41,7 +43,7 @@ struct Tiles {
   float *q_row(int64_t r) const { return q + r * head_dim_qk; }
   float *acc_row(int64_t r) const { return acc + r * head_dim_v; }
   float *k_row(int64_t j) const { return k + j * head_dim_qk; }
-  float *v_row(int64_t j) const { return v + j * head_dim_v; }
+  float *v_row(int64_t j) const { return v + j * v_stride; }
 };
 
 // Scratch bytes of one tile row and of the key block.
@@ -60,7 +62,7 @@ constexpr int64_t tile_rows(int64_t head_dim_qk, int64_t head_dim_v) {
 }
 static_assert(tile_rows(kMaxHeadDim, kMaxHeadDim) >= 32, "worker scratch too small for the largest head dim");
 
-Tiles carve_tiles(void *scratch, int64_t head_dim_qk, int64_t head_dim_v) {
+Tiles carve_tiles(void *scratch, int64_t head_dim_qk, int64_t head_dim_v, bool v_from_k) {
   const int64_t rows = tile_rows(head_dim_qk, head_dim_v);
   auto *cursor = static_cast<uint8_t *>(scratch);
   auto take = [&cursor](size_t bytes) {
@@ -82,6 +84,11 @@ Tiles carve_tiles(void *scratch, int64_t head_dim_qk, int64_t head_dim_v) {
   tiles.acc = static_cast<float *>(take(count * static_cast<size_t>(head_dim_v) * sizeof(float)));
   tiles.k = static_cast<float *>(take(static_cast<size_t>(kKeyBlock * head_dim_qk) * sizeof(float)));
   tiles.v = static_cast<float *>(take(static_cast<size_t>(kKeyBlock * head_dim_v) * sizeof(float)));
+  tiles.v_stride = head_dim_v;
+  if (v_from_k) {
+    tiles.v = tiles.k;
+    tiles.v_stride = head_dim_qk;
+  }
   return tiles;
 }
 
@@ -125,6 +132,28 @@ float dot(const float *a, const float *b, int64_t count) {
 // The larger of two log2-unit scores; a NaN wins, so it reaches the output.
 float nan_max(float a, float b) { return (b > a || std::isnan(b)) ? b : a; }
 
+// FMHA_FLAG_FP8_PV: the P of one row and one key block, relative to the
+// running max after the block updated it (p_j = exp2(s_j - row_max)), is
+// quantised with p_scale = max_j p_j / fp8_max (448 E4M3FN, 240 E4M3FNUZ):
+// P_q = fp8_round(p / p_scale) (ties to even, saturating), and PV adds
+// P_q * p_scale * V. The block is the kernel's key block (kKeyBlock keys
+// from the first key any row of the tile sees), restricted to the keys
+// the row sees. The denominator sums the unquantised p (as the reference
+// does), so only the PV product carries the fp8 rounding. A block whose p
+// all underflow to 0 adds nothing; a NaN score stays NaN.
+void accumulate_fp8_p(const AttentionContext &ctx, const Tiles &tiles, int64_t r, int64_t block_begin, int64_t begin,
+                      int64_t end, float block_max, float row_max) {
+  float *acc = tiles.acc_row(r);
+  const float p_scale = std::exp2(block_max - row_max) / ctx.fp8->max_finite;
+  for (int64_t j = begin; j < end; ++j) {
+    const float p = std::exp2(tiles.scores[j - begin] - row_max);
+    tiles.row_sum[r] += p;
+    const float p_quantised = p_scale > 0.0f ? fp8_round(p / p_scale, *ctx.fp8) * p_scale : p;
+    const float *v = tiles.v_row(j - block_begin);
+    for (int64_t d = 0; d < ctx.head_dim_v; ++d) acc[d] += p_quantised * v[d];
+  }
+}
+
 // Folds keys [begin, end) of the converted block starting at key
 // block_begin into row r's online softmax.
 void accumulate_keys(const AttentionContext &ctx, const Tiles &tiles, int64_t r, int64_t block_begin, int64_t begin,
@@ -146,6 +175,10 @@ void accumulate_keys(const AttentionContext &ctx, const Tiles &tiles, int64_t r,
     tiles.row_sum[r] *= rescale;
     for (int64_t d = 0; d < ctx.head_dim_v; ++d) acc[d] *= rescale;
     tiles.row_max[r] = row_max;
+  }
+  if (ctx.fp8_pv) {
+    accumulate_fp8_p(ctx, tiles, r, block_begin, begin, end, block_max, row_max);
+    return;
   }
   for (int64_t j = begin; j < end; ++j) {
     const float p = std::exp2(tiles.scores[j - begin] - row_max);
@@ -181,17 +214,77 @@ void write_row(const AttentionContext &ctx, const Tiles &tiles, int64_t r, const
   if (target.lse != nullptr) *target.lse_at(i, g, hq) = lse;
 }
 
+// The address of the scale of row (outer, inner) of head (g, head) in a
+// scale tensor of `granularity`: per row [outer, inner, G, H], per head
+// [G, H], per tensor [1] (K/V rows and Q rows alike).
+const void *scale_at(const fmha_view &scales, int32_t granularity, int64_t outer, int64_t inner, int64_t g,
+                     int64_t head) {
+  switch (granularity) {
+    case FMHA_SCALE_PER_ROW:
+      return view_ptr(scales, {outer, inner, g, head});
+    case FMHA_SCALE_PER_HEAD:
+      return view_ptr(scales, {g, head});
+    default:
+      return scales.data;
+  }
+}
+
+// The fp8 scale (and shift) of K/V row `row` of head (g, kv_head), from a
+// scale tensor of the problem's kind and granularity.
+ScaleShift fp8_kv_scale(const AttentionContext &ctx, const fmha_view &scales, const KeyRow &row, int64_t g,
+                        int64_t kv_head) {
+  const fmha_splitk_problem &problem = ctx.plan.problem;
+  const void *scale = scale_at(scales, problem.kv_scale_granularity, row.outer, row.inner, g, kv_head);
+  if (problem.kv_scale_kind == FMHA_KV_SCALE_F32) return {*static_cast<const float *>(scale), 0.0f};
+  return unpack_scale_shift(*static_cast<const int32_t *>(scale));
+}
+
+// Decodes the K or V row `row` of head (g, kv_head) (head_dim dims, from
+// `rows` with scales `scales` for fp8) to fp32: one decoder per format,
+// all feeding the same fp32 math.
+void load_kv_row(const AttentionContext &ctx, const fmha_view &rows, const fmha_view &scales, const KeyRow &row,
+                 int64_t g, int64_t kv_head, int64_t head_dim, float *destination) {
+  const void *source = view_ptr(rows, {row.outer, row.inner, g, kv_head});
+  switch (ctx.kv_quant) {
+    case FMHA_KV_QUANT_INT4:
+      load_int4_row(static_cast<const int32_t *>(source), ctx.kv_quant_groups, head_dim, destination);
+      return;
+    case FMHA_KV_QUANT_FP8:
+      load_fp8_row(static_cast<const uint8_t *>(source), *ctx.fp8, fp8_kv_scale(ctx, scales, row, g, kv_head), head_dim,
+                   destination);
+      return;
+    default:
+      load_row(source, rows.elem, head_dim, destination);
+  }
+}
+
 // Loads keys and values [block_begin, block_begin + count) of sequence b,
-// K/V head (g, kv_head), into the tiles' key block as fp32.
+// K/V head (g, kv_head), into the tiles' key block as fp32 (with V_FROM_K
+// the key rows are the value rows).
 void load_key_block(const AttentionContext &ctx, const Tiles &tiles, int64_t b, int64_t g, int64_t kv_head,
                     int64_t block_begin, int64_t count) {
-  const fmha_view &k = ctx.views.k;
-  const fmha_view &v = ctx.views.v;
   for (int64_t j = 0; j < count; ++j) {
     const KeyRow row = ctx.sequences.key_row(b, block_begin + j);
-    load_row(view_ptr(k, {row.outer, row.inner, g, kv_head}), k.elem, ctx.head_dim_qk, tiles.k_row(j));
-    load_row(view_ptr(v, {row.outer, row.inner, g, kv_head}), v.elem, ctx.head_dim_v, tiles.v_row(j));
+    load_kv_row(ctx, ctx.views.k, ctx.views.k_scale, row, g, kv_head, ctx.head_dim_qk, tiles.k_row(j));
+    if (!ctx.v_from_k)
+      load_kv_row(ctx, ctx.views.v, ctx.views.v_scale, row, g, kv_head, ctx.head_dim_v, tiles.v_row(j));
   }
+}
+
+// Query row (q_batch, q_row, g, hq) as fp32; fp8 Q is dequantised with its
+// q_scale (FMHA_FLAG_FP8_QK: the scores are then exact fp32 products of
+// the dequantised Q and K).
+void load_query_row(const AttentionContext &ctx, int64_t q_batch, int64_t q_row, int64_t g, int64_t hq,
+                    float *destination) {
+  const fmha_view &q = ctx.views.q;
+  const void *source = view_ptr(q, {q_batch, q_row, g, hq});
+  if (!ctx.fp8_qk) {
+    load_row(source, q.elem, ctx.head_dim_qk, destination);
+    return;
+  }
+  const void *scale = scale_at(ctx.views.q_scale, ctx.plan.problem.q_scale_granularity, q_batch, q_row, g, hq);
+  load_fp8_row(static_cast<const uint8_t *>(source), *ctx.fp8, {*static_cast<const float *>(scale), 0.0f},
+               ctx.head_dim_qk, destination);
 }
 
 }  // namespace
@@ -211,7 +304,13 @@ AttentionContext::AttentionContext(const fmha_plan_data &plan_data, const fmha_r
       score_scale(plan_data.problem.softmax_scale * kLog2e),
       tanh_scale(softcap ? plan_data.problem.softmax_scale / plan_data.problem.softcap : 0.0f),
       cap_log2(plan_data.problem.softcap * kLog2e),
-      tile_rows(cpu::tile_rows(head_dim_qk, head_dim_v)) {}
+      tile_rows(cpu::tile_rows(head_dim_qk, head_dim_v)),
+      kv_quant(plan_data.problem.kv_quant),
+      kv_quant_groups(plan_data.problem.kv_quant_groups),
+      fp8(kv_quant == FMHA_KV_QUANT_FP8 ? &fp8_format(plan_data.problem.fp8_format) : nullptr),
+      v_from_k((plan_data.problem.flags & FMHA_FLAG_V_FROM_K) != 0),
+      fp8_qk((plan_data.problem.flags & FMHA_FLAG_FP8_QK) != 0),
+      fp8_pv((plan_data.problem.flags & FMHA_FLAG_FP8_PV) != 0) {}
 
 // GQA packing: the Hq / Hkv query heads sharing the K/V head are rows of the
 // same tile, so each key is read and converted once per tile (once per
@@ -220,9 +319,8 @@ AttentionContext::AttentionContext(const fmha_plan_data &plan_data, const fmha_r
 // (or the caller merging its partials) counts the sink exactly once.
 void attend_piece(const AttentionContext &ctx, void *scratch, const Piece &piece, bool first_piece,
                   const RowTarget &target, int64_t g, int64_t kv_head) {
-  const Tiles tiles = carve_tiles(scratch, ctx.head_dim_qk, ctx.head_dim_v);
+  const Tiles tiles = carve_tiles(scratch, ctx.head_dim_qk, ctx.head_dim_v, ctx.v_from_k);
   const fmha_splitk_problem &problem = ctx.plan.problem;
-  const fmha_view &q = ctx.views.q;
   const int64_t b = piece.batch;
   const int64_t kv_len = ctx.sequences.kv_len(b);
   const int64_t q_len = ctx.sequences.q_len(b);
@@ -236,7 +334,7 @@ void attend_piece(const AttentionContext &ctx, void *scratch, const Piece &piece
     for (int64_t r = 0; r < rows_in_tile; ++r) {
       const int64_t i = (tile_begin + r) / ctx.heads_per_kv;
       const int64_t hq = kv_head * ctx.heads_per_kv + (tile_begin + r) % ctx.heads_per_kv;
-      load_row(view_ptr(q, {q_batch, q_first + i, g, hq}), q.elem, ctx.head_dim_qk, tiles.q_row(r));
+      load_query_row(ctx, q_batch, q_first + i, g, hq, tiles.q_row(r));
       int64_t begin = 0;
       int64_t end = 0;
       visible_keys(problem, kv_len, q_len, i, begin, end);

@@ -7,14 +7,15 @@
 #include <cstdint>
 
 #include "backends/cpu/elements.h"
+#include "backends/cpu/quantised.h"
 #include "backends/cpu/sequence_map.h"
 #include "core/backend_api.h"
 #include "core/schedule.h"
 
 namespace fmha::cpu {
 
-// Largest head dim of the CPU kernel (every size DESIGN 4 lists but MLA's).
-constexpr int64_t kMaxHeadDim = 512;
+// Largest head dim of the CPU kernel (MLA's Dqk; DESIGN 4).
+constexpr int64_t kMaxHeadDim = 576;
 
 // Where the rows of one piece (or merge) go: O (or a partial) and LSE of
 // one sequence, indexed by (query within the sequence, group, query head).
@@ -53,6 +54,12 @@ struct AttentionContext {
   float tanh_scale;   // softcap: scale / cap
   float cap_log2;     // softcap: cap * log2(e)
   int64_t tile_rows;  // query rows per tile in a worker's scratch
+  int32_t kv_quant;   // fmha_kv_quant of K and V
+  int64_t kv_quant_groups;
+  const Fp8Format *fp8;  // fp8 K/V (and Q, P): the problem's format; else NULL
+  bool v_from_k;         // V is the first head_dim_v dims of the K rows
+  bool fp8_qk;           // Q is fp8 with q_scale
+  bool fp8_pv;           // P is quantised to fp8 per row and key block
 };
 
 // Computes the query rows of K/V head (g, kv_head) of piece.batch against

@@ -71,7 +71,7 @@ KeyRow SequenceMap::key_row(int64_t b, int64_t i) const {
 fmha_status SequenceMap::validate_sequence(int64_t b, int32_t &kv_len_out, fmha_msg msg) const {
   const int64_t max_kv = plan_.problem.max_kv_seqlen;
   const fmha_view &k = views_.k;
-  const fmha_view &v = views_.v;
+  const fmha_view &v = views_.v.data != nullptr ? views_.v : k;  // V_FROM_K: V is in K's rows
   if (layout_ == FMHA_KV_RAGGED) {
     const int64_t begin = load_i32(views_.kv_indptr, b);
     const int64_t end = load_i32(views_.kv_indptr, b + 1);
