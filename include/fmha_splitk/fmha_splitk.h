@@ -716,6 +716,99 @@ fmha_merge_backward(const fmha_merge_backward_args *args);
 
 /** @} */
 
+/**
+ * @defgroup fmha_quantize Quantisation helpers
+ * Packing of K/V (and fp8 Q) into the quantised formats the kernels read,
+ * so that callers do not pack bits by hand. They run on the host over
+ * kDLCPU tensors: quantise on the host, then copy to the device.
+ * @{
+ */
+
+/**
+ * Inputs of fmha_quantize_kv(). The format fields mirror those of
+ * fmha_splitk_problem, so the result feeds a plan with the same values.
+ *
+ * - `kv_quant = FMHA_KV_QUANT_INT4`: `dst` is int32 `[..., groups + D/8]`.
+ *   Per row and group, the fp16 scale (low 16 bits) and shift (high 16 bits)
+ *   come from the group's min/max: shift = min rounded down to fp16,
+ *   scale = (max - shift) / 15 rounded up to fp16 (so the 16 levels cover the
+ *   group despite fp16 storage; a constant group gets scale 0 and nibbles 0);
+ *   each nibble is round((x - shift) / scale), clamped to 0..15. `scale`
+ *   must be NULL.
+ * - `kv_quant = FMHA_KV_QUANT_FP8`: `dst` holds the fp8 codes `[..., D]`
+ *   (DLPack uint8, or the fp8 code 10 / 11 matching `fp8_format`, or int32
+ *   `[..., D/4]` words of four: dim 4w + j is byte j of word w), and `scale`
+ *   receives the scales, shaped by `scale_granularity`: per row, the shape of
+ *   `src` without D; per head, the last one or two dims of `src` before D
+ *   (`[G, Hkv]` or `[Hkv]`; the rank of `scale` says which); per tensor,
+ *   `[1]` or 0-d. scale = amax / fp8_max over the values it covers
+ *   (fp8_max = 448 for E4M3FN, 240 for E4M3FNUZ; amax 0 gives scale 1;
+ *   infinities and NaN are left out of amax), stored as float32
+ *   (`FMHA_KV_SCALE_F32`) or as int32 with the fp16 scale rounded up in the
+ *   low 16 bits and a zero shift in the high 16
+ *   (`FMHA_KV_SCALE_F16X2_SCALE_SHIFT`). Each code is x / scale rounded to
+ *   nearest even, saturated to +-fp8_max (infinities too); NaN becomes the
+ *   format's NaN.
+ *
+ * fp8 Q with per-row, per-head or per-tensor q scales is the same operation:
+ * pass Q as `src` with `kv_scale_kind = FMHA_KV_SCALE_F32` (q scales are
+ * float32) and `scale_granularity` equal to the problem's
+ * q_scale_granularity.
+ */
+typedef struct fmha_quantize_kv_args {
+  /** sizeof(fmha_quantize_kv_args) as the caller compiled it. */
+  size_t struct_size;
+  /** Values to quantise `[..., D]` (1 to 6 dims), float16, bfloat16 or
+   *  float32, on the CPU, any non-negative strides with the last dim
+   *  contiguous. Read only. */
+  const DLTensor *src;
+  /** Packed output (see above): same leading shape as `src`, on the same
+   *  CPU device, any strides with the last dim contiguous; written. */
+  const DLTensor *dst;
+  /** fp8 only: the scales (see above), on the same CPU device, any strides;
+   *  written. NULL for int4. */
+  const DLTensor *scale;
+  /** fmha_kv_quant: INT4 or FP8 (NONE is an error: nothing to pack). */
+  int32_t kv_quant;
+  /** int4: groups along the head dim, 0 or 1 (row-wise), 2, 4 or 8; D must
+   *  be a multiple of 8 * groups. Ignored for fp8. */
+  int32_t kv_quant_groups;
+  /** fp8: fmha_fp8_format of the codes. */
+  int32_t fp8_format;
+  /** fp8: fmha_kv_scale_kind of `scale`. */
+  int32_t kv_scale_kind;
+  /** fp8: fmha_scale_granularity of `scale`. */
+  int32_t scale_granularity;
+  /** Must be zero. */
+  int32_t reserved0;
+} fmha_quantize_kv_args;
+
+/** Initialiser for fmha_quantize_kv_args. */
+#define FMHA_QUANTIZE_KV_ARGS_INIT FMHA_SPLITK_STRUCT_INIT(fmha_quantize_kv_args)
+
+/**
+ * Quantises `args->src` into `args->dst` (and `args->scale`) in the int4 or
+ * fp8 format of fmha_quantize_kv_args. Synchronous, on the calling thread;
+ * allocates only host scratch. The tensors are borrowed for
+ * the call; `dst` and `scale` must not overlap `src` or each other.
+ *
+ * @param args  the tensors and the format; read only inside its struct_size.
+ * @return SUCCESS; INVALID_ARGUMENT (NULL pointer, bad struct_size or
+ *         reserved field, enum out of range, dtype, rank, shapes of src /
+ *         dst / scale that disagree, D not a multiple of 8 * groups, a last
+ *         dim that is not contiguous, negative strides, mixed devices, or
+ *         int4 input with NaN, infinity or a range beyond fp16; the message
+ *         names the argument and the values; dst and scale are then left
+ *         unwritten); NOT_SUPPORTED (a tensor is not on kDLCPU: quantise on
+ *         the host, then copy); OUT_OF_MEMORY.
+ * Thread safety: safe from any thread; calls writing different tensors may
+ * run at once.
+ */
+FMHA_SPLITK_EXPORT fmha_status
+fmha_quantize_kv(const fmha_quantize_kv_args *args);
+
+/** @} */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

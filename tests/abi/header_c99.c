@@ -16,6 +16,7 @@ void fmha_abi_header_c99(void) {
   fmha_merge_args merge_args = FMHA_MERGE_ARGS_INIT;
   fmha_merge_backward_args merge_backward_args = FMHA_MERGE_BACKWARD_ARGS_INIT;
   fmha_backend_info backend_info = FMHA_BACKEND_INFO_INIT;
+  fmha_quantize_kv_args quantize_kv_args = FMHA_QUANTIZE_KV_ARGS_INIT;
 
   fmha_status (*get_backends)(fmha_backend_info *, size_t, size_t *) = fmha_get_backends;
   const char *(*status_string)(fmha_status) = fmha_status_string;
@@ -29,6 +30,7 @@ void fmha_abi_header_c99(void) {
   fmha_status (*run)(fmha_splitk_plan_t, const fmha_splitk_args *) = fmha_splitk_run;
   fmha_status (*merge)(const fmha_merge_args *) = fmha_merge;
   fmha_status (*merge_backward)(const fmha_merge_backward_args *) = fmha_merge_backward;
+  fmha_status (*quantize_kv)(const fmha_quantize_kv_args *) = fmha_quantize_kv;
 
   (void)problem;
   (void)args;
@@ -36,6 +38,7 @@ void fmha_abi_header_c99(void) {
   (void)merge_args;
   (void)merge_backward_args;
   (void)backend_info;
+  (void)quantize_kv_args;
   (void)get_backends;
   (void)status_string;
   (void)last_error_message;
@@ -48,4 +51,5 @@ void fmha_abi_header_c99(void) {
   (void)run;
   (void)merge;
   (void)merge_backward;
+  (void)quantize_kv;
 }

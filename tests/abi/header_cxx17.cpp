@@ -17,6 +17,7 @@ static_assert(plain_c_struct<fmha_splitk_plan_info>(), "fmha_splitk_plan_info");
 static_assert(plain_c_struct<fmha_merge_args>(), "fmha_merge_args");
 static_assert(plain_c_struct<fmha_merge_backward_args>(), "fmha_merge_backward_args");
 static_assert(plain_c_struct<fmha_backend_info>(), "fmha_backend_info");
+static_assert(plain_c_struct<fmha_quantize_kv_args>(), "fmha_quantize_kv_args");
 
 void fmha_abi_header_cxx17();
 
@@ -27,10 +28,12 @@ void fmha_abi_header_cxx17() {
   const fmha_merge_args merge_args = FMHA_MERGE_ARGS_INIT;
   const fmha_merge_backward_args merge_backward_args = FMHA_MERGE_BACKWARD_ARGS_INIT;
   const fmha_backend_info backend_info = FMHA_BACKEND_INFO_INIT;
+  const fmha_quantize_kv_args quantize_kv_args = FMHA_QUANTIZE_KV_ARGS_INIT;
   static_cast<void>(problem);
   static_cast<void>(args);
   static_cast<void>(plan_info);
   static_cast<void>(merge_args);
   static_cast<void>(merge_backward_args);
   static_cast<void>(backend_info);
+  static_cast<void>(quantize_kv_args);
 }

@@ -137,6 +137,18 @@ PIN_FIELD(fmha_backend_info, path, 40, 512);
 PIN_FIELD(fmha_backend_info, reason, 552, 256);
 PIN_FIELD(fmha_backend_info, device_name, 808, 96);
 
+PIN_SIZE(fmha_quantize_kv_args, 56);
+PIN_FIELD(fmha_quantize_kv_args, struct_size, 0, 8);
+PIN_FIELD(fmha_quantize_kv_args, src, 8, 8);
+PIN_FIELD(fmha_quantize_kv_args, dst, 16, 8);
+PIN_FIELD(fmha_quantize_kv_args, scale, 24, 8);
+PIN_FIELD(fmha_quantize_kv_args, kv_quant, 32, 4);
+PIN_FIELD(fmha_quantize_kv_args, kv_quant_groups, 36, 4);
+PIN_FIELD(fmha_quantize_kv_args, fp8_format, 40, 4);
+PIN_FIELD(fmha_quantize_kv_args, kv_scale_kind, 44, 4);
+PIN_FIELD(fmha_quantize_kv_args, scale_granularity, 48, 4);
+PIN_FIELD(fmha_quantize_kv_args, reserved0, 52, 4);
+
 /* Enum-typed return values and parameters are 4 bytes wide. */
 PIN_SIZE(fmha_status, 4);
 PIN_SIZE(fmha_backend_kind, 4);
