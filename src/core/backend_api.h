@@ -46,6 +46,22 @@ typedef enum fmha_elem_type {
   FMHA_ELEM_F64 = 6
 } fmha_elem_type;
 
+/** Bytes of one element of type `elem` (fmha_elem_type). */
+static inline size_t fmha_elem_bytes(int32_t elem) {
+  switch (elem) {
+    case FMHA_ELEM_F16:
+    case FMHA_ELEM_BF16:
+      return 2;
+    case FMHA_ELEM_F32:
+    case FMHA_ELEM_I32:
+      return 4;
+    case FMHA_ELEM_F64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
 /**
  * A canonical tensor view. `data` already includes DLTensor::byte_offset.
  * Strides are in elements of `elem`. data == NULL means "absent".

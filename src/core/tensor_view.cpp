@@ -202,20 +202,7 @@ void check_alignment(uintptr_t address, const Dims &dims, int64_t given_elem_byt
 
 }  // namespace
 
-int64_t elem_bytes(int32_t elem) {
-  switch (elem) {
-    case FMHA_ELEM_F16:
-    case FMHA_ELEM_BF16:
-      return 2;
-    case FMHA_ELEM_F32:
-    case FMHA_ELEM_I32:
-      return 4;
-    case FMHA_ELEM_F64:
-      return 8;
-    default:
-      return 1;
-  }
-}
+int64_t elem_bytes(int32_t elem) { return static_cast<int64_t>(fmha_elem_bytes(elem)); }
 
 fmha_view canonical_view(const DLTensor &tensor, const TensorRule &rule, const Placement &placement) {
   bool words = false;

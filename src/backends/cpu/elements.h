@@ -67,22 +67,6 @@ inline uint16_t float_to_bf16(float value) {
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-// Bytes of one element of a view.
-inline size_t elem_bytes(int32_t elem) {
-  switch (elem) {
-    case FMHA_ELEM_F16:
-    case FMHA_ELEM_BF16:
-      return 2;
-    case FMHA_ELEM_F32:
-    case FMHA_ELEM_I32:
-      return 4;
-    case FMHA_ELEM_F64:
-      return 8;
-    default:
-      return 1;
-  }
-}
-
 // Element offset of `index` (one entry per leading dimension; the rest 0).
 inline int64_t view_offset(const fmha_view &view, std::initializer_list<int64_t> index) {
   int64_t offset = 0;
@@ -93,7 +77,7 @@ inline int64_t view_offset(const fmha_view &view, std::initializer_list<int64_t>
 
 // Address of element `index` of a view.
 inline void *view_ptr(const fmha_view &view, std::initializer_list<int64_t> index) {
-  return static_cast<uint8_t *>(view.data) + view_offset(view, index) * static_cast<int64_t>(elem_bytes(view.elem));
+  return static_cast<uint8_t *>(view.data) + view_offset(view, index) * static_cast<int64_t>(fmha_elem_bytes(view.elem));
 }
 
 // Element `index` of a 1-D int32 metadata view (or of row `row` of a 2-D one).
@@ -174,7 +158,7 @@ inline void store_row(const float *source, int64_t count, int32_t elem, void *de
 
 // Stores one fp32 value as element `index` of a buffer of type `elem`.
 inline void store_float(void *base, int32_t elem, int64_t index, float value) {
-  store_row(&value, 1, elem, static_cast<uint8_t *>(base) + index * static_cast<int64_t>(elem_bytes(elem)));
+  store_row(&value, 1, elem, static_cast<uint8_t *>(base) + index * static_cast<int64_t>(fmha_elem_bytes(elem)));
 }
 
 }  // namespace fmha::cpu

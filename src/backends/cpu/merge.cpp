@@ -53,9 +53,9 @@ float centred_dot(const fmha_view &o_i, const fmha_view &o, const fmha_view &gra
   float dot = 0.0f;
   for (int64_t d0 = 0; d0 < head_dim; d0 += kChunk) {
     const int64_t width = std::min(kChunk, head_dim - d0);
-    load_row(static_cast<const uint8_t *>(o_row(o_i, r)) + d0 * elem_bytes(o_i.elem), o_i.elem, width, partial_values);
-    load_row(static_cast<const uint8_t *>(o_row(o, r)) + d0 * elem_bytes(o.elem), o.elem, width, merged_values);
-    load_row(static_cast<const uint8_t *>(o_row(grad_o, r)) + d0 * elem_bytes(grad_o.elem), grad_o.elem, width,
+    load_row(static_cast<const uint8_t *>(o_row(o_i, r)) + d0 * fmha_elem_bytes(o_i.elem), o_i.elem, width, partial_values);
+    load_row(static_cast<const uint8_t *>(o_row(o, r)) + d0 * fmha_elem_bytes(o.elem), o.elem, width, merged_values);
+    load_row(static_cast<const uint8_t *>(o_row(grad_o, r)) + d0 * fmha_elem_bytes(grad_o.elem), grad_o.elem, width,
              grad_values);
     for (int64_t d = 0; d < width; ++d) dot += (partial_values[d] - merged_values[d]) * grad_values[d];
   }
@@ -71,12 +71,12 @@ void store_scaled(const fmha_view &grad_o, const fmha_view &grad_o_i, const RowI
     if (weight == 0.0f) {
       for (int64_t d = 0; d < width; ++d) values[d] = 0.0f;
     } else {
-      load_row(static_cast<const uint8_t *>(o_row(grad_o, r)) + d0 * elem_bytes(grad_o.elem), grad_o.elem, width,
+      load_row(static_cast<const uint8_t *>(o_row(grad_o, r)) + d0 * fmha_elem_bytes(grad_o.elem), grad_o.elem, width,
                values);
       for (int64_t d = 0; d < width; ++d) values[d] *= weight;
     }
     store_row(values, width, grad_o_i.elem,
-              static_cast<uint8_t *>(o_row(grad_o_i, r)) + d0 * elem_bytes(grad_o_i.elem));
+              static_cast<uint8_t *>(o_row(grad_o_i, r)) + d0 * fmha_elem_bytes(grad_o_i.elem));
   }
 }
 

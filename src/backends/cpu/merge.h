@@ -40,7 +40,7 @@ float merge_row(Partial &&partial, int64_t count, int64_t head_dim, void *o, int
   constexpr int64_t kChunk = 64;  // head dims are unbounded here: accumulate a chunk at a time
   float accumulator[kChunk];
   float values[kChunk];
-  const size_t o_bytes = elem_bytes(o_elem);
+  const size_t o_bytes = fmha_elem_bytes(o_elem);
   if (lse_max == kMinusInf) {
     for (int64_t d = 0; d < kChunk; ++d) accumulator[d] = 0.0f;
     for (int64_t d0 = 0; d0 < head_dim; d0 += kChunk)
@@ -57,7 +57,7 @@ float merge_row(Partial &&partial, int64_t count, int64_t head_dim, void *o, int
       const PartialRow row = partial(i);
       const float weight = std::exp(row.lse - lse_max) * inverse_sum;
       if (weight == 0.0f) continue;
-      load_row(static_cast<const uint8_t *>(row.o) + d0 * elem_bytes(row.o_elem), row.o_elem, width, values);
+      load_row(static_cast<const uint8_t *>(row.o) + d0 * fmha_elem_bytes(row.o_elem), row.o_elem, width, values);
       for (int64_t d = 0; d < width; ++d) accumulator[d] += weight * values[d];
     }
     store_row(accumulator, width, o_elem, static_cast<uint8_t *>(o) + d0 * o_bytes);

@@ -29,7 +29,7 @@ struct RowTarget {
 
   void *o_row(int64_t i, int64_t g, int64_t hq) const {
     return o +
-           ((q_first + i) * o_stride_q + g * o_stride_g + hq * o_stride_h) * static_cast<int64_t>(elem_bytes(o_elem));
+           ((q_first + i) * o_stride_q + g * o_stride_g + hq * o_stride_h) * static_cast<int64_t>(fmha_elem_bytes(o_elem));
   }
   float *lse_at(int64_t i, int64_t g, int64_t hq) const {
     return lse + (q_first + i) * lse_stride_q + g * lse_stride_g + hq * lse_stride_h;
