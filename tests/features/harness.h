@@ -34,6 +34,13 @@ std::vector<int64_t> strides_for(const std::vector<int64_t> &shape, const std::v
 // An int32 tensor holding `values` in row-major order.
 Tensor int_tensor(const std::vector<int32_t> &values, std::vector<int64_t> shape);
 
+// How fp8 tensors are handed over (fmha_dtype FP8 accepts all three).
+enum class Fp8Storage {
+  bytes,        // DLPack uint8
+  dlpack_code,  // DLPack 1.1 codes 10 (e4m3fn) / 11 (e4m3fnuz), 8 bits
+  words         // int32 words of four values (value 4w + j is byte j of word w)
+};
+
 // One forward problem, described by shape and features; the data is drawn
 // from the seed when it is built.
 struct AttentionCase {
@@ -83,6 +90,32 @@ struct AttentionCase {
   bool strided_kv = false;   // K/V with a transposed batch or padded rows
   bool write_partials = false;
 
+  // Quantised K/V (DESIGN 5.6): the K/V values drawn as above are quantised
+  // row by row into the packed format, and the oracle attends over the
+  // dequantised values (so the quantisation error itself is not measured).
+  // Needs contiguous K/V with distinct heads (no strided_kv, no
+  // kv_head_stride0). With nan_padding, rows that hold no key get NaN codes
+  // and NaN (or infinite) scales.
+  int32_t kv_quant = FMHA_KV_QUANT_NONE;
+  int32_t kv_quant_groups = 1;  // int4
+  int32_t fp8_format = FMHA_FP8_E4M3FN;
+  int32_t kv_scale_kind = FMHA_KV_SCALE_F16X2_SCALE_SHIFT;
+  int32_t kv_scale_granularity = FMHA_SCALE_PER_ROW;
+  Fp8Storage fp8_storage = Fp8Storage::bytes;
+  // FMHA_FLAG_FP8_QK: Q quantised to fp8 with q_scale (dtype must be bf16,
+  // the natural type of fp8 Q).
+  bool fp8_qk = false;
+  int32_t q_scale_granularity = FMHA_SCALE_PER_ROW;
+  bool fp8_pv = false;  // FMHA_FLAG_FP8_PV
+  // MLA (FMHA_FLAG_V_FROM_K): V is the first head_dim_v dims of K; no V
+  // tensor (nor v_scale) is passed.
+  bool v_from_k = false;
+  int32_t head_dim_v = 0;
+  // Relative error bound of O before the output rounding; 0 takes the
+  // input dtype's (DESIGN 6). Modes that round inside the math (fp8
+  // compute) set theirs (docs/numerics.md).
+  double error_bound = 0.0;
+
   int64_t batch() const { return static_cast<int64_t>(kv_len.size()); }
   std::string describe() const;
 };
@@ -95,6 +128,11 @@ struct AttentionData {
   std::vector<int32_t> length_hint;
   std::optional<Tensor> q, k, v, bias, sinks, kv_seqlen, kv_seqstart, q_seqstart, block_table, kv_indptr, kv_indices,
       kv_last_page_len;
+  // fp8 scales (quantised cases).
+  std::optional<Tensor> k_scale, v_scale, q_scale;
+  // What the oracle reads instead of q, k, v when set: the dequantised
+  // (float64) inputs, and V taken from K's rows (V_FROM_K).
+  std::optional<Tensor> q_ref, k_ref, v_ref;
   std::vector<int32_t> kv_len;  // keys per sequence actually laid out
 
   AttentionData() = default;
@@ -102,6 +140,7 @@ struct AttentionData {
   AttentionData &operator=(const AttentionData &) = delete;
 
   fmha_oracle::AttentionInputs oracle_inputs() const;
+  int64_t head_dim_v() const { return problem.head_dim_v ? problem.head_dim_v : problem.head_dim_qk; }
   // Output tensors in the case's dtype and strides, poisoned with NaN.
   Tensor make_o() const;
   Tensor make_lse() const;
@@ -117,7 +156,7 @@ std::unique_ptr<AttentionData> build_attention(const AttentionCase &spec, uint64
 // Input tensors uploaded to the device, kept alive for any number of runs.
 struct DeviceInputs {
   std::optional<DeviceTensor> q, k, v, bias, sinks, kv_seqlen, kv_seqstart, q_seqstart, block_table, kv_indptr,
-      kv_indices, kv_last_page_len;
+      kv_indices, kv_last_page_len, k_scale, v_scale, q_scale;
 };
 DeviceInputs upload_inputs(const AttentionData &data);
 
@@ -140,6 +179,10 @@ double rounding_error(Dtype output, const std::vector<double> &ref);
 // ||out - ref|| / ||ref|| bound for a forward case: the bound of its input
 // dtype (DESIGN 6) plus the rounding to the output dtype.
 double attention_tolerance(Dtype input, Dtype output, const std::vector<double> &ref);
+// The same for a case: its own error_bound when it sets one.
+double case_tolerance(const AttentionCase &spec, Dtype output, const std::vector<double> &ref);
+// ||out - ref|| / ||ref|| (0 when both are 0).
+double relative_error(const std::vector<double> &out, const std::vector<double> &ref);
 
 // O (logical elements, row-major) against the oracle: no NaN, relative
 // error within `tolerance`, exactly 0 on rows where the oracle sees no key.
@@ -158,6 +201,20 @@ double attention_tolerance(Dtype input, Dtype output, const std::vector<double> 
 // partial against the oracle of its key range, and the partials merged with
 // fmha_merge against the oracle and the direct (merged-by-run) result.
 void check_attention_case(const AttentionCase &spec);
+// The same, for modes a backend may not implement yet: skips with the
+// library's message when fmha_splitk_create_plan answers NOT_SUPPORTED.
+void check_attention_case_if_supported(const AttentionCase &spec);
+
+// Error bounds of the fp8 compute modes (docs/numerics.md), before the
+// output rounding. FP8_QK: the fp8 products are exact in float32 and so is
+// the dequantisation; the CPU backend measures only the output rounding,
+// and the bound is twice that of bf16 to leave room for the fewer
+// accumulator bits of a GPU's fp8 tensor cores. FP8_PV rounds P (scaled by
+// rowmax / 448) to fp8 with 3 mantissa bits: each probability is off by up
+// to 2^-4 relative, and O, an average of V rows, inherits that; worst
+// measured on the CPU backend 0.023 (90 random cases), bound about twice.
+constexpr double kFp8QkErrorBound = 4e-3;
+constexpr double kFp8PvErrorBound = 5e-2;
 
 // The partials of fmha_merge, stacked or as lists (host tensors).
 struct MergeInputs {

@@ -1,0 +1,97 @@
+// MLA decode (DESIGN 5.7): Hkv = 1, Dqk = 576, Dv = 512, V the first 512
+// dims of the K rows (FMHA_FLAG_V_FROM_K: one buffer, no V tensor), paged
+// (page sizes 1, 16, 64) or ragged CSR with and without kv_last_page_len,
+// bf16 or fp8 K (per-tensor float32 k_scale [1]) with bf16 or fp8 Q
+// (FMHA_FLAG_FP8_QK, per-tensor q_scale [1]), bf16 output, Hq 16..128 and
+// Mq 1..4. The cases are listed by hand so that every head count meets
+// every dtype mode, both layouts and several split modes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "features/harness.h"
+
+namespace fmha_test {
+namespace {
+
+enum MlaDtype { kBf16, kFp8Kv, kFp8KvQ };
+const char *const kMlaDtypeNames[] = {"bf16", "fp8kv", "fp8kvq"};
+
+struct MlaCase {
+  int32_t heads_q, queries;
+  MlaDtype dtype;
+  bool ragged;
+  int32_t page_size;
+  bool last_page_len;
+  bool causal;
+  int32_t split_k;  // -1: batch invariant (chunk 32)
+};
+
+const MlaCase kMlaCases[] = {
+    {16, 1, kBf16, false, 1, true, false, 0},     {64, 2, kFp8Kv, true, 16, true, true, 1},
+    {128, 1, kFp8KvQ, false, 64, true, false, 7}, {16, 4, kBf16, true, 64, false, true, -1},
+    {64, 1, kFp8KvQ, true, 1, true, false, 0},    {128, 3, kBf16, false, 16, true, true, 2},
+    {16, 2, kFp8Kv, false, 64, true, false, 500}, {64, 4, kFp8KvQ, false, 16, true, true, 0},
+    {128, 2, kFp8Kv, true, 16, false, false, 1},  {16, 3, kFp8KvQ, true, 16, true, false, 2},
+    {64, 1, kBf16, true, 1, false, false, 7},     {128, 4, kFp8Kv, false, 1, true, true, -1},
+};
+
+std::vector<AttentionCase> mla_cases() {
+  const std::vector<int32_t> lengths[] = {{37, 150}, {64, 1, 100}, {129}};
+  std::vector<AttentionCase> cases;
+  for (size_t t = 0; t < std::size(kMlaCases); ++t) {
+    const MlaCase &m = kMlaCases[t];
+    AttentionCase c;
+    c.dtype = Dtype::bf16;
+    c.four_d = true;
+    c.heads_q = m.heads_q;
+    c.heads_kv = 1;
+    c.head_dim = 576;
+    c.v_from_k = true;
+    c.head_dim_v = 512;
+    c.q_len = {m.queries};
+    c.kv_len = lengths[t % 3];
+    c.kv_layout = m.ragged ? FMHA_KV_RAGGED : FMHA_KV_PAGED;
+    c.page_size = m.page_size;
+    c.kv_page_dim = t % 2 == 0;
+    c.last_page_len = m.last_page_len;
+    if (m.causal) c.mask = FMHA_MASK_CAUSAL;
+    if (m.split_k >= 0)
+      c.split_k = m.split_k;
+    else
+      c.batch_invariant = true, c.kv_chunk_size = 32;
+    if (m.dtype != kBf16) {
+      c.kv_quant = FMHA_KV_QUANT_FP8;
+      c.fp8_format = t % 4 < 2 ? FMHA_FP8_E4M3FN : FMHA_FP8_E4M3FNUZ;
+      c.kv_scale_kind = FMHA_KV_SCALE_F32;
+      c.kv_scale_granularity = FMHA_SCALE_PER_TENSOR;
+      c.fp8_storage = t % 3 == 0 ? Fp8Storage::dlpack_code : Fp8Storage::bytes;
+    }
+    if (m.dtype == kFp8KvQ) {
+      c.fp8_qk = true;
+      c.q_scale_granularity = FMHA_SCALE_PER_TENSOR;
+      c.error_bound = kFp8QkErrorBound;
+    }
+    c.name = std::string("mla_") + std::to_string(t) + "_hq" + std::to_string(m.heads_q) + "_mq" +
+             std::to_string(m.queries) + "_" + kMlaDtypeNames[m.dtype] + (m.ragged ? "_ragged" : "_paged") + "_ps" +
+             std::to_string(m.page_size) + (m.ragged && !m.last_page_len ? "_wholepages" : "") +
+             (m.causal ? "_causal" : "") + "_s" + (m.split_k >= 0 ? std::to_string(m.split_k) : "Invariant");
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+class Mla : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(Mla, MatchesOracle) {
+  if (!device_under_test().available()) GTEST_SKIP() << "no device";
+  check_attention_case_if_supported(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Features, Mla, ::testing::ValuesIn(mla_cases()),
+                         [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
+
+}  // namespace
+}  // namespace fmha_test
