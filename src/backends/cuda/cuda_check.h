@@ -1,4 +1,5 @@
-// Turning CUDA runtime errors into fmha_status values with a message.
+// Turning CUDA runtime errors into fmha_status values with a message: the
+// CUDA backend's names for the shared helpers of backends/gpu/status.h.
 //
 // Every CUDA call in this backend goes through FMHA_CUDA_CHECK (or
 // status_from) so that a failure reaches the caller as DEVICE_ERROR (or
@@ -8,71 +9,23 @@
 #ifndef FMHA_SPLITK_BACKENDS_CUDA_CUDA_CHECK_H_
 #define FMHA_SPLITK_BACKENDS_CUDA_CUDA_CHECK_H_
 
-#include <cuda_runtime.h>
-
-#include <cstdarg>
-#include <cstdio>
-
-#include "core/backend_api.h"
+#include "backends/gpu/status.h"
 
 namespace fmha::cuda {
 
-// printf-style write into the caller's message buffer (truncated to fit,
-// always NUL-terminated). A buffer of capacity 0 or a NULL text is ignored.
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-inline void write_msg(fmha_msg msg, const char *format, ...) {
-  if (msg.text == nullptr || msg.capacity == 0) return;
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(msg.text, msg.capacity, format, args);
-  va_end(args);
-}
-
-// The status for `err` (SUCCESS for cudaSuccess); on failure writes
-// "<operation> failed: <error name> (<error text>)" into msg.
-//
-// Non-sticky errors (bad launch configuration, invalid argument) are cleared
-// with cudaGetLastError so that they do not resurface in an unrelated later
-// call of the application; sticky errors (e.g. an illegal address) cannot be
-// cleared and leave the context unusable, which the message makes visible.
-inline fmha_status status_from(cudaError_t err, const char *operation,
-                               fmha_msg msg) {
-  if (err == cudaSuccess) return FMHA_STATUS_SUCCESS;
-  (void)cudaGetLastError();
-  write_msg(msg, "%s failed: %s (%s)", operation, cudaGetErrorName(err),
-            cudaGetErrorString(err));
-  return err == cudaErrorMemoryAllocation ? FMHA_STATUS_OUT_OF_MEMORY
-                                          : FMHA_STATUS_DEVICE_ERROR;
-}
-
-// The status of the last kernel launch on this thread: a <<<...>>>
-// expression returns nothing, its configuration errors are only reported by
-// cudaGetLastError.
-inline fmha_status launch_status(const char *kernel, fmha_msg msg) {
-  return status_from(cudaGetLastError(), kernel, msg);
-}
+using fmha::gpu::launch_status;
+using fmha::gpu::status_from;
+using fmha::gpu::write_msg;
 
 }  // namespace fmha::cuda
 
 // Evaluates a cudaError_t expression; on failure writes the message and
 // returns the status from the enclosing function (which must return
 // fmha_status).
-#define FMHA_CUDA_CHECK(call, msg)                                      \
-  do {                                                                  \
-    const cudaError_t fmha_cuda_err_ = (call);                          \
-    if (fmha_cuda_err_ != cudaSuccess)                                  \
-      return ::fmha::cuda::status_from(fmha_cuda_err_, #call, (msg));   \
-  } while (0)
+#define FMHA_CUDA_CHECK(call, msg) FMHA_GPU_CHECK(call, msg)
 
 // After a <<<...>>> launch: returns the launch error, if any, naming the
 // kernel.
-#define FMHA_CUDA_CHECK_LAUNCH(kernel_name, msg)                         \
-  do {                                                                   \
-    const fmha_status fmha_launch_st_ =                                  \
-        ::fmha::cuda::launch_status((kernel_name), (msg));               \
-    if (fmha_launch_st_ != FMHA_STATUS_SUCCESS) return fmha_launch_st_;  \
-  } while (0)
+#define FMHA_CUDA_CHECK_LAUNCH(kernel_name, msg) FMHA_GPU_CHECK_LAUNCH(kernel_name, msg)
 
 #endif  // FMHA_SPLITK_BACKENDS_CUDA_CUDA_CHECK_H_

@@ -1,28 +1,14 @@
-// The CUDA backend's fmha_merge / fmha_merge_backward (DESIGN 5.8, 5.9).
+// The CUDA backend's fmha_merge / fmha_merge_backward: the shared GPU
+// implementation (backends/gpu/merge.h) built for CUDA.
 #ifndef FMHA_SPLITK_BACKENDS_CUDA_MERGE_H_
 #define FMHA_SPLITK_BACKENDS_CUDA_MERGE_H_
 
-#include <cuda_runtime.h>
-
-#include "core/backend_api.h"
+#include "backends/gpu/merge.h"
 
 namespace fmha::cuda {
 
-// Launches the merge of views.num_partials partials on `stream` (the
-// caller has made the tensors' device current). Partials of any float
-// dtype, stacked (any count) or as a list (at most kMaxListPartials; more is
-// NOT_SUPPORTED); O in f16 / bf16 / f32. No allocation, no host
-// synchronisation: stream ordered and graph capturable.
-fmha_status merge(const fmha_merge_views &views, cudaStream_t stream, fmha_msg msg);
-
-// Launches the merge backward on `stream`: any number of partials (in
-// launches of a bounded number each). Same guarantees as merge().
-fmha_status merge_backward(const fmha_merge_backward_views &views, cudaStream_t stream,
-                           fmha_msg msg);
-
-// Partials a list-form merge can take in one call: their addresses and
-// strides travel in the kernel's parameters.
-constexpr int kMaxListPartials = 64;
+using fmha::gpu::merge;
+using fmha::gpu::merge_backward;
 
 }  // namespace fmha::cuda
 

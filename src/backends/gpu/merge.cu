@@ -10,26 +10,31 @@
 // accumulation and no atomics: results are bitwise reproducible.
 //
 // Partial addresses and strides travel in the kernel parameters
-// (__grid_constant__, so indexing them by partial needs no local copy);
+// (FMHA_GPU_GRID_CONSTANT, so indexing them by partial needs no local copy);
 // nothing is allocated, so every launch is stream ordered and capturable.
-#include "backends/cuda/merge.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+//
+// One source for both vendors: nvcc builds it into the CUDA plugin, clang
+// (HIP) into the HIP plugin; what differs (16-bit float types, lane-group
+// sums, kernel parameter limits, error text) comes from backends/gpu/vendor.h.
+#include "backends/gpu/merge.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/merge_math.cuh"
+#include "backends/gpu/merge_math.cuh"
+#include "backends/gpu/status.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 namespace {
 
 constexpr int kThreads = 128;
+// Lanes of one row: few enough to sit in one warp (32) or wavefront (64).
+constexpr int kMaxRowLanes = 32;
+static_assert(kMaxRowLanes <= kWarpSize, "a row's lanes must share a warp");
 // A backward partial carries four tensors; this keeps its launches' kernel
-// parameters about as large as the forward's.
-constexpr int kBackwardPartialsPerLaunch = 32;
+// parameters about as large as the forward's (half that under a small
+// parameter limit).
+constexpr int kBackwardPartialsPerLaunch = kMaxKernelParamBytes >= 8192 ? 32 : 16;
 // Rows beyond kMaxBlocks blocks' worth are handled by a grid-stride loop.
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;
 
@@ -74,10 +79,11 @@ __device__ __forceinline__ RowIndex row_index(int64_t row, int64_t M, int64_t G,
 
 // ------------------------------------------------------------ element I/O --
 
+// The vendor's conversions of the 16-bit types, beside these (an
+// unqualified call would otherwise see only the local overloads).
+using fmha::gpu::to_float;
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(double x) { return static_cast<float>(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <class T>
 __device__ __forceinline__ T from_float(float x);
@@ -86,9 +92,9 @@ __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ double from_float<double>(float x) { return x; }
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ half_t from_float<half_t>(float x) { return half_from_float(x); }
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ bf16_t from_float<bf16_t>(float x) { return bf16_from_float(x); }
 
 // kVec elements read or written as one access (the host picks kVec so that
 // the access is at most 16 bytes and aligned).
@@ -117,8 +123,8 @@ __device__ __forceinline__ void store_pack(char *p, const float (&in)[kVec]) {
 template <int kVec>
 __device__ __forceinline__ void load_floats(const char *p, int32_t elem, float (&out)[kVec]) {
   switch (elem) {
-    case FMHA_ELEM_F16: load_pack<__half, kVec>(p, out); break;
-    case FMHA_ELEM_BF16: load_pack<__nv_bfloat16, kVec>(p, out); break;
+    case FMHA_ELEM_F16: load_pack<half_t, kVec>(p, out); break;
+    case FMHA_ELEM_BF16: load_pack<bf16_t, kVec>(p, out); break;
     case FMHA_ELEM_F64: load_pack<double, kVec>(p, out); break;
     default: load_pack<float, kVec>(p, out); break;  // F32 (the host admits only these four)
   }
@@ -127,8 +133,8 @@ __device__ __forceinline__ void load_floats(const char *p, int32_t elem, float (
 template <int kVec>
 __device__ __forceinline__ void store_floats(char *p, int32_t elem, const float (&in)[kVec]) {
   switch (elem) {
-    case FMHA_ELEM_F16: store_pack<__half, kVec>(p, in); break;
-    case FMHA_ELEM_BF16: store_pack<__nv_bfloat16, kVec>(p, in); break;
+    case FMHA_ELEM_F16: store_pack<half_t, kVec>(p, in); break;
+    case FMHA_ELEM_BF16: store_pack<bf16_t, kVec>(p, in); break;
     case FMHA_ELEM_F64: store_pack<double, kVec>(p, in); break;
     default: store_pack<float, kVec>(p, in); break;
   }
@@ -154,9 +160,7 @@ struct MergeParams {
   MergePartial parts[kMaxListPartials];
 };
 
-// Kernel parameters beyond 4 KB need CUDA 12.1 and Volta or newer (both
-// given here); the limit is 32764 bytes.
-static_assert(sizeof(MergeParams) <= 32764, "merge kernel parameters too large");
+static_assert(sizeof(MergeParams) <= kMaxKernelParamBytes, "merge kernel parameters too large");
 
 __device__ __forceinline__ float partial_lse(const MergeParams &p, int64_t i, const RowIndex &r) {
   return p.stacked ? *p.parts[0].lse.at(r, i * p.stacked_lse_stride) : *p.parts[i].lse.at(r);
@@ -171,7 +175,7 @@ __device__ __forceinline__ const char *partial_o(const MergeParams &p, int64_t i
 }
 
 template <int kVec>
-__global__ void __launch_bounds__(kThreads) merge_kernel(const __grid_constant__ MergeParams p) {
+__global__ void __launch_bounds__(kThreads) merge_kernel(const FMHA_GPU_GRID_CONSTANT MergeParams p) {
   const int lanes = p.lanes;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
   const int64_t row_step = static_cast<int64_t>(gridDim.x) * (kThreads / lanes);
@@ -226,16 +230,14 @@ struct MergeBackwardParams {
   BackwardPartial parts[kBackwardPartialsPerLaunch];
 };
 
-static_assert(sizeof(MergeBackwardParams) <= 32764, "merge backward kernel parameters too large");
+static_assert(sizeof(MergeBackwardParams) <= kMaxKernelParamBytes, "merge backward kernel parameters too large");
 
 // w_i = exp(LSE_i - LSE); dO_i = w_i dO; dLSE_i = w_i (dLSE + <O_i - O, dO>).
 template <int kVec>
-__global__ void __launch_bounds__(kThreads) merge_backward_kernel(const __grid_constant__ MergeBackwardParams p) {
+__global__ void __launch_bounds__(kThreads) merge_backward_kernel(const FMHA_GPU_GRID_CONSTANT MergeBackwardParams p) {
   const int lanes = p.lanes;
   const int lane = static_cast<int>(threadIdx.x) & (lanes - 1);
-  const int warp_lane = static_cast<int>(threadIdx.x) & 31;
-  const unsigned group_mask =
-      lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u) << (warp_lane & ~(lanes - 1));
+  const LaneGroup group(lanes);
   const int64_t row_step = static_cast<int64_t>(gridDim.x) * (kThreads / lanes);
   for (int64_t row = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / lanes; row < p.rows;
        row += row_step) {
@@ -272,7 +274,7 @@ __global__ void __launch_bounds__(kThreads) merge_backward_kernel(const __grid_c
         store_floats<kVec>(grad_part_row + col * part.grad_o.elem_bytes, part.grad_o.elem, grad_o_i);
       }
       // `w` is the same for the whole group, so the whole group is here.
-      dot = lane_group_sum(dot, lanes, group_mask);
+      dot = group.sum(dot);
       if (lane == 0) *part.grad_lse.at(r) = w * (grad_lse + dot);
     }
   }
@@ -306,15 +308,15 @@ const char *elem_name(int32_t elem) {
 // to refuse is a dtype the kernels have no conversion for.
 fmha_status check_float_elem(const fmha_view &view, const char *what, int64_t index, fmha_msg msg) {
   if (elem_bytes(view.elem) != 0) return FMHA_STATUS_SUCCESS;
-  write_msg(msg, "cuda merge: %s %lld has element type %s; the CUDA kernels take f16, bf16, f32 or f64", what,
-            static_cast<long long>(index), elem_name(view.elem));
+  write_msg(msg, "%s merge: %s %lld has element type %s; the GPU kernels take f16, bf16, f32 or f64", kVendorName,
+            what, static_cast<long long>(index), elem_name(view.elem));
   return FMHA_STATUS_NOT_SUPPORTED;
 }
 
 fmha_status check_lse_elem(const fmha_view &view, const char *what, int64_t index, fmha_msg msg) {
   if (view.elem == FMHA_ELEM_F32) return FMHA_STATUS_SUCCESS;
-  write_msg(msg, "cuda merge: %s %lld has element type %s; LSE tensors are f32", what, static_cast<long long>(index),
-            elem_name(view.elem));
+  write_msg(msg, "%s merge: %s %lld has element type %s; LSE tensors are f32", kVendorName, what,
+            static_cast<long long>(index), elem_name(view.elem));
   return FMHA_STATUS_NOT_SUPPORTED;
 }
 
@@ -347,10 +349,11 @@ class VectorWidth {
   }
   int vec() const { return vec_; }
 
-  // Fewest lanes (4..32, a power of two) that cover D with one access each.
+  // Fewest lanes (4..kMaxRowLanes, a power of two) that cover D with one
+  // access each.
   int lanes() const {
     int lanes = 4;
-    while (lanes < 32 && static_cast<int64_t>(lanes) * vec_ < head_dim_) lanes *= 2;
+    while (lanes < kMaxRowLanes && static_cast<int64_t>(lanes) * vec_ < head_dim_) lanes *= 2;
     return lanes;
   }
 
@@ -378,7 +381,7 @@ int64_t row_count(const fmha_view &o) { return o.shape[0] * o.shape[1] * o.shape
 
 }  // namespace
 
-fmha_status merge(const fmha_merge_views &views, cudaStream_t stream, fmha_msg msg) {
+fmha_status merge(const fmha_merge_views &views, Stream stream, fmha_msg msg) {
   const fmha_view &out = views.o;
   const int64_t rows = row_count(out);
   if (rows == 0) return FMHA_STATUS_SUCCESS;
@@ -386,13 +389,14 @@ fmha_status merge(const fmha_merge_views &views, cudaStream_t stream, fmha_msg m
   const int64_t described = views.stacked ? std::min<int64_t>(views.num_partials, 1) : views.num_partials;
   if (described > kMaxListPartials) {
     write_msg(msg,
-              "cuda merge: %lld partials given as a list; the CUDA backend takes at most %d per call in the "
+              "%s merge: %lld partials given as a list; the %s backend takes at most %d per call in the "
               "list form: use the stacked form (any number)",
-              static_cast<long long>(views.num_partials), kMaxListPartials);
+              kVendorName, static_cast<long long>(views.num_partials), kVendorName, kMaxListPartials);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (out.elem != FMHA_ELEM_F16 && out.elem != FMHA_ELEM_BF16 && out.elem != FMHA_ELEM_F32) {
-    write_msg(msg, "cuda merge: output O has element type %s; it must be f16, bf16 or f32", elem_name(out.elem));
+    write_msg(msg, "%s merge: output O has element type %s; it must be f16, bf16 or f32", kVendorName,
+              elem_name(out.elem));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (views.lse.data != nullptr) {
@@ -431,11 +435,11 @@ fmha_status merge(const fmha_merge_views &views, cudaStream_t stream, fmha_msg m
     case 2: merge_kernel<2><<<blocks, kThreads, 0, stream>>>(p); break;
     default: merge_kernel<1><<<blocks, kThreads, 0, stream>>>(p); break;
   }
-  FMHA_CUDA_CHECK_LAUNCH("merge_kernel", msg);
+  FMHA_GPU_CHECK_LAUNCH("merge_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status merge_backward(const fmha_merge_backward_views &views, cudaStream_t stream, fmha_msg msg) {
+fmha_status merge_backward(const fmha_merge_backward_views &views, Stream stream, fmha_msg msg) {
   const int64_t rows = row_count(views.o);
   if (rows == 0) return FMHA_STATUS_SUCCESS;
   // Refuse before launching anything, so that a failure writes nothing.
@@ -489,9 +493,9 @@ fmha_status merge_backward(const fmha_merge_backward_views &views, cudaStream_t 
       case 2: merge_backward_kernel<2><<<blocks, kThreads, 0, stream>>>(p); break;
       default: merge_backward_kernel<1><<<blocks, kThreads, 0, stream>>>(p); break;
     }
-    FMHA_CUDA_CHECK_LAUNCH("merge_backward_kernel", msg);
+    FMHA_GPU_CHECK_LAUNCH("merge_backward_kernel", msg);
   }
   return FMHA_STATUS_SUCCESS;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu

@@ -1,0 +1,103 @@
+// The fmha_backend_v1 entries that are the same on every GPU backend:
+// making the right device current, the merges, device memory and the
+// device count. A plugin's table points at these beside its own score,
+// device_props, plan and run.
+//
+// Every entry leaves the calling thread's current device as it found it,
+// and no failed runtime call leaves an error behind for a later call to
+// report (status_from clears it).
+#ifndef FMHA_SPLITK_BACKENDS_GPU_ENTRY_POINTS_H_
+#define FMHA_SPLITK_BACKENDS_GPU_ENTRY_POINTS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/gpu/merge.h"
+#include "backends/gpu/status.h"
+#include "core/backend_api.h"
+
+namespace fmha::gpu {
+
+// Makes a device current for the object's lifetime when it is not already.
+class ScopedDevice {
+ public:
+  ScopedDevice() = default;
+  ScopedDevice(const ScopedDevice &) = delete;
+  ScopedDevice &operator=(const ScopedDevice &) = delete;
+  ~ScopedDevice() {
+    // Going back to the device that was current a moment ago cannot fail
+    // short of a lost context, and a destructor has no one to tell; the
+    // error is at least not left behind.
+    if (previous_ >= 0 && set_device(previous_) != kSuccess) (void)take_last_error();
+  }
+
+  fmha_status enter(int device, fmha_msg msg) {
+    int current = 0;
+    FMHA_GPU_CHECK(get_device(&current), msg);
+    if (current == device) return FMHA_STATUS_SUCCESS;
+    FMHA_GPU_CHECK(set_device(device), msg);
+    previous_ = current;
+    return FMHA_STATUS_SUCCESS;
+  }
+
+  // Enters the device that owns the memory at `ptr`; memory no device owns
+  // leaves the current device.
+  fmha_status enter_owner_of(const void *ptr, fmha_msg msg) {
+    if (ptr == nullptr) return FMHA_STATUS_SUCCESS;  // an empty tensor: nothing is launched
+    int owner = -1;
+    FMHA_GPU_CHECK(memory_device(ptr, &owner), msg);
+    return owner < 0 ? FMHA_STATUS_SUCCESS : enter(owner, msg);
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+// Merge views carry no device id: the kernels run where the output lives.
+inline fmha_status merge_entry(const fmha_merge_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter_owner_of(views->o.data, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return merge(*views, static_cast<Stream>(views->stream), msg);
+}
+
+inline fmha_status merge_backward_entry(const fmha_merge_backward_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter_owner_of(views->o.data, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return merge_backward(*views, static_cast<Stream>(views->stream), msg);
+}
+
+inline fmha_status alloc_entry(int32_t device_id, size_t bytes, void **ptr, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  FMHA_GPU_CHECK(malloc_device(ptr, bytes), msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+inline void free_entry(int32_t device_id, void *ptr) {
+  if (ptr == nullptr) return;
+  // free() cannot report: a failure (e.g. the runtime already unloading at
+  // process exit) is dropped, and cleared so that it does not resurface.
+  const fmha_msg no_msg{nullptr, 0};
+  ScopedDevice device;
+  if (device.enter(device_id, no_msg) != FMHA_STATUS_SUCCESS) return;
+  if (free_device(ptr) != kSuccess) (void)take_last_error();
+}
+
+// The devices the runtime shows; 0 when it has none to show. The count
+// fails without a driver (CUDA) or without an AMD GPU (HIP:
+// hipErrorNoDevice): that is no device, not an error.
+inline int32_t visible_device_count() {
+  int count = 0;
+  if (get_device_count(&count) != kSuccess) {
+    (void)take_last_error();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_ENTRY_POINTS_H_

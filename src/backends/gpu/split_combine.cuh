@@ -1,0 +1,110 @@
+// The split combine of one query row (DESIGN 5.1): the partial slots of a
+// split sequence (fp32 O and LSE in the workspace) merged in piece order
+// into O and LSE, with the attention sink joining the denominator here,
+// once. One warp (CUDA) or wavefront (HIP) per row, each lane holding
+// kCombineVectors float4 groups of the head dim; sequential over the slots,
+// so deterministic and atomic-free.
+//
+// Vendor-neutral: the caller (a backend's combine kernel) finds the row and
+// its slots from its forward parameters and passes the addresses.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_SPLIT_COMBINE_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_SPLIT_COMBINE_CUH_
+
+#include <cstdint>
+
+#include "backends/gpu/merge_math.cuh"
+#include "backends/gpu/vendor.h"
+#include "core/backend_api.h"
+
+namespace fmha::gpu {
+
+// The largest head dim the combine holds (MLA's Dv = 512).
+constexpr int kCombineMaxHeadDim = 512;
+// float4 groups of the head dim per lane: 4 x 4 x 32 lanes (CUDA) or
+// 2 x 4 x 64 lanes (HIP) = 512 dims.
+constexpr int kCombineVectors = kCombineMaxHeadDim / (4 * kWarpSize);
+static_assert(kCombineVectors * 4 * kWarpSize == kCombineMaxHeadDim, "the lanes must cover the head dim exactly");
+
+// Four floats rounded to O's element type, stored at element `index` of
+// `base` (16 bytes for f32, 8 for f16 / bf16).
+__device__ __forceinline__ void store_quad(void *base, int32_t elem, int64_t index, float4 x) {
+  switch (elem) {
+    case FMHA_ELEM_F16:
+      *reinterpret_cast<uint2 *>(static_cast<half_t *>(base) + index) =
+          make_uint2(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
+      break;
+    case FMHA_ELEM_BF16:
+      *reinterpret_cast<uint2 *>(static_cast<bf16_t *>(base) + index) =
+          make_uint2(pack_bf162(x.x, x.y), pack_bf162(x.z, x.w));
+      break;
+    default:
+      *reinterpret_cast<float4 *>(static_cast<float *>(base) + index) = x;
+      break;
+  }
+}
+
+// Merges `slots` partial slots into one row of O (and LSE).
+//   ws_o, ws_lse    the workspace partials: slot s's entry for this row is
+//                   (first_slot + s) * slot_rows + row_in_slot, its O the
+//                   head_dim_v floats from entry * head_dim_v
+//   sinks, sink     the sinks (null when none) and the element of the row's
+//                   head
+//   o, o_elem, o_row  O's data, element type and the row's first element
+//   lse, lse_row    LSE (null when not wanted) and the row's element
+//   lane            this thread's lane in its warp / wavefront
+// (Bases and offsets rather than row pointers: an offset is only applied
+// where its tensor is present.)
+__device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_lse, int32_t first_slot,
+                                            int32_t slots, int64_t slot_rows, int64_t row_in_slot, int head_dim_v,
+                                            const float *sinks, int64_t sink, void *o, int32_t o_elem, int64_t o_row,
+                                            float *lse, int64_t lse_row, int lane) {
+  const int vectors = head_dim_v / 4;
+  OnlineLse state;
+  float4 acc[kCombineVectors];
+#pragma unroll
+  for (int v = 0; v < kCombineVectors; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int32_t i = 0; i < slots; ++i) {
+    const int64_t entry = (first_slot + i) * slot_rows + row_in_slot;
+    float weight;
+    const float rescale = state.push(ws_lse[entry], &weight);
+    const float4 *o_i = reinterpret_cast<const float4 *>(ws_o + entry * head_dim_v);
+#pragma unroll
+    for (int v = 0; v < kCombineVectors; ++v) {
+      const int index = lane + kWarpSize * v;
+      if (index < vectors) {
+        // An empty partial (weight 0) holds O = 0: skip its bytes.
+        const float4 x = weight != 0.f ? o_i[index] : make_float4(0.f, 0.f, 0.f, 0.f);
+        acc[v].x = acc[v].x * rescale + weight * x.x;
+        acc[v].y = acc[v].y * rescale + weight * x.y;
+        acc[v].z = acc[v].z * rescale + weight * x.z;
+        acc[v].w = acc[v].w * rescale + weight * x.w;
+      }
+    }
+  }
+  if (sinks != nullptr) {
+    // The sink is one more partial with LSE = sink and O = 0.
+    float weight;
+    const float rescale = state.push(sinks[sink], &weight);
+#pragma unroll
+    for (int v = 0; v < kCombineVectors; ++v) {
+      acc[v].x *= rescale;
+      acc[v].y *= rescale;
+      acc[v].z *= rescale;
+      acc[v].w *= rescale;
+    }
+  }
+
+  const float inv_sum = state.inv_sum();
+#pragma unroll
+  for (int v = 0; v < kCombineVectors; ++v) {
+    const int index = lane + kWarpSize * v;
+    if (index < vectors)
+      store_quad(o, o_elem, o_row + 4 * index,
+                 make_float4(acc[v].x * inv_sum, acc[v].y * inv_sum, acc[v].z * inv_sum, acc[v].w * inv_sum));
+  }
+  if (lane == 0 && lse != nullptr) lse[lse_row] = state.lse();
+}
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_SPLIT_COMBINE_CUH_

@@ -1,0 +1,113 @@
+// The CUDA side of the vendor layer (see vendor.h for the contract that
+// hip.h implements the same way): runtime types and error text, the 16-bit
+// float types and their conversions, and the lane-group reduction of a
+// 32-lane warp.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_H_
+#define FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fmha::gpu {
+
+// Backend name used in messages ("cuda merge: ...").
+constexpr const char kVendorName[] = "cuda";
+
+// ---------------------------------------------------------------- runtime --
+
+using Stream = cudaStream_t;
+using Error = cudaError_t;
+constexpr Error kSuccess = cudaSuccess;
+
+inline bool is_out_of_memory(Error err) { return err == cudaErrorMemoryAllocation; }
+inline const char *error_name(Error err) { return cudaGetErrorName(err); }
+inline const char *error_string(Error err) { return cudaGetErrorString(err); }
+// Returns and clears the calling thread's last non-sticky error.
+inline Error take_last_error() { return cudaGetLastError(); }
+
+inline Error get_device_count(int *count) { return cudaGetDeviceCount(count); }
+inline Error get_device(int *device) { return cudaGetDevice(device); }
+inline Error set_device(int device) { return cudaSetDevice(device); }
+inline Error malloc_device(void **ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
+inline Error free_device(void *ptr) { return cudaFree(ptr); }
+
+// The device that owns the memory at `ptr`, or -1 for memory no device
+// owns (pinned host memory, or system memory that HMM / ATS systems such as
+// Grace Hopper let kernels read).
+inline Error memory_device(const void *ptr, int *device) {
+  cudaPointerAttributes attributes{};
+  const Error err = cudaPointerGetAttributes(&attributes, ptr);
+  const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  *device = err == cudaSuccess && on_device ? attributes.device : -1;
+  return err;
+}
+
+// Kernel parameters beyond 4 KB need CUDA 12.1 and Volta or newer (both
+// given here); the limit is 32764 bytes.
+constexpr int kMaxKernelParamBytes = 32764;
+
+// Kernel parameters read in place from the constant bank: indexing an array
+// in them by a run-time value needs no local copy.
+#define FMHA_GPU_GRID_CONSTANT __grid_constant__
+
+// Threads that execute in lock step and exchange registers (host code sizes
+// lane groups by it too).
+constexpr int kWarpSize = 32;
+
+// Device code exists only where nvcc compiles: host-only sources of a
+// plugin include this header for the runtime part alone.
+#if defined(__CUDACC__)
+
+// ------------------------------------------------------------------ types --
+
+using half_t = __half;
+using bf16_t = __nv_bfloat16;
+
+__device__ __forceinline__ float to_float(half_t x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(bf16_t x) { return __bfloat162float(x); }
+__device__ __forceinline__ half_t half_from_float(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ bf16_t bf16_from_float(float x) { return __float2bfloat16_rn(x); }
+
+// Two floats rounded to half_t / bf16_t and packed in one 32-bit word (x in
+// the low half), for one 4-byte store.
+__device__ __forceinline__ uint32_t pack_half2(float x, float y) {
+  const __half2 h = __floats2half2_rn(x, y);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+__device__ __forceinline__ uint32_t pack_bf162(float x, float y) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+// ----------------------------------------------------------------- lanes --
+
+// An aligned group of `lanes` consecutive lanes (a power of two up to
+// kWarpSize) of one warp; all of them must take part in each reduction.
+class LaneGroup {
+ public:
+  __device__ __forceinline__ explicit LaneGroup(int lanes)
+      : lanes_(lanes),
+        mask_(lanes == kWarpSize
+                  ? 0xffffffffu
+                  : ((1u << lanes) - 1u) << ((static_cast<int>(threadIdx.x) & (kWarpSize - 1)) & ~(lanes - 1))) {}
+
+  // The butterfly gives every lane of the group the bitwise same sum, in a
+  // fixed order.
+  __device__ __forceinline__ float sum(float x) const {
+    for (int offset = lanes_ / 2; offset > 0; offset >>= 1) x += __shfl_xor_sync(mask_, x, offset);
+    return x;
+  }
+
+ private:
+  int lanes_;
+  unsigned mask_;  // exactly the group's lanes
+};
+
+#endif  // defined(__CUDACC__)
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_H_

@@ -1,0 +1,131 @@
+// The HIP side of the vendor layer (see vendor.h), for AMD CDNA GPUs
+// (gfx90a, gfx94x, gfx950), ROCm 5.2 (Debian 12) through 6.x.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_VENDOR_HIP_H_
+#define FMHA_SPLITK_BACKENDS_GPU_VENDOR_HIP_H_
+
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#include <hip/hip_version.h>
+
+#include <cstdint>
+
+// ROCm 6 has the CUDA-like __hip_bfloat16 with its conversion functions;
+// ROCm 5.2 only the hip_bfloat16 class (rounding to nearest even, as
+// __float2bfloat16 does).
+#if HIP_VERSION >= 60000000
+#include <hip/hip_bf16.h>
+#define FMHA_GPU_HIP_BF16_NATIVE 1
+#else
+#include <hip/hip_bfloat16.h>
+#define FMHA_GPU_HIP_BF16_NATIVE 0
+#endif
+
+namespace fmha::gpu {
+
+// Backend name used in messages ("hip merge: ...").
+constexpr const char kVendorName[] = "hip";
+
+// ---------------------------------------------------------------- runtime --
+
+using Stream = hipStream_t;
+using Error = hipError_t;
+constexpr Error kSuccess = hipSuccess;
+
+inline bool is_out_of_memory(Error err) { return err == hipErrorOutOfMemory; }
+inline const char *error_name(Error err) { return hipGetErrorName(err); }
+inline const char *error_string(Error err) { return hipGetErrorString(err); }
+// Returns and clears the calling thread's last error.
+inline Error take_last_error() { return hipGetLastError(); }
+
+inline Error get_device_count(int *count) { return hipGetDeviceCount(count); }
+inline Error get_device(int *device) { return hipGetDevice(device); }
+inline Error set_device(int device) { return hipSetDevice(device); }
+inline Error malloc_device(void **ptr, size_t bytes) { return hipMalloc(ptr, bytes); }
+inline Error free_device(void *ptr) { return hipFree(ptr); }
+
+// The device that owns the memory at `ptr`, or -1 for host memory.
+inline Error memory_device(const void *ptr, int *device) {
+  hipPointerAttribute_t attributes{};
+  const Error err = hipPointerGetAttributes(&attributes, ptr);
+  // ROCm 6 renamed the field (CUDA's name); 5.x has only memoryType.
+#if HIP_VERSION >= 60000000
+  const bool on_device = attributes.type == hipMemoryTypeDevice || attributes.isManaged;
+#else
+  const bool on_device = attributes.memoryType == hipMemoryTypeDevice || attributes.isManaged;
+#endif
+  *device = err == hipSuccess && on_device ? attributes.device : -1;
+  return err;
+}
+
+// 4 KB of kernel arguments is what every ROCm release accepts.
+constexpr int kMaxKernelParamBytes = 4096;
+
+// HIP passes kernel arguments in the kernarg segment, which device code
+// reads in place already: there is no __grid_constant__ to ask for it.
+#define FMHA_GPU_GRID_CONSTANT
+
+// A CDNA wavefront: 64 lanes in lock step (host code sizes lane groups by
+// it too).
+constexpr int kWarpSize = 64;
+
+// Device code exists only where clang (or hipcc) compiles HIP: host-only
+// sources of a plugin include this header for the runtime part alone.
+#if defined(__HIPCC__) || defined(__HIP__)
+
+// ------------------------------------------------------------------ types --
+
+using half_t = __half;
+
+__device__ __forceinline__ float to_float(half_t x) { return __half2float(x); }
+__device__ __forceinline__ half_t half_from_float(float x) { return __float2half_rn(x); }
+
+// Two floats rounded to half_t / bf16_t and packed in one 32-bit word (x in
+// the low half), for one 4-byte store.
+__device__ __forceinline__ uint32_t pack_half2(float x, float y) {
+  const __half2 h = __floats2half2_rn(x, y);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+#if FMHA_GPU_HIP_BF16_NATIVE
+using bf16_t = __hip_bfloat16;
+__device__ __forceinline__ float to_float(bf16_t x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16_t bf16_from_float(float x) { return __float2bfloat16(x); }
+__device__ __forceinline__ uint32_t pack_bf162(float x, float y) {
+  const __hip_bfloat162 h = __floats2bfloat162_rn(x, y);
+  return *reinterpret_cast<const uint32_t *>(&h);
+}
+#else
+using bf16_t = hip_bfloat16;
+__device__ __forceinline__ float to_float(bf16_t x) { return static_cast<float>(x); }
+__device__ __forceinline__ bf16_t bf16_from_float(float x) { return bf16_t(x); }
+__device__ __forceinline__ uint32_t pack_bf162(float x, float y) {
+  return static_cast<uint32_t>(bf16_t(x).data) | static_cast<uint32_t>(bf16_t(y).data) << 16;
+}
+#endif
+
+// ----------------------------------------------------------------- lanes --
+
+// An aligned group of `lanes` consecutive lanes (a power of two up to
+// kWarpSize) of one wavefront; all of them must take part in each
+// reduction. HIP's shuffles take no lane mask: the whole wavefront is
+// converged wherever the group is.
+class LaneGroup {
+ public:
+  __device__ __forceinline__ explicit LaneGroup(int lanes) : lanes_(lanes) {}
+
+  // The butterfly gives every lane of the group the bitwise same sum, in a
+  // fixed order; `lanes_` as the width keeps each exchange inside the group.
+  __device__ __forceinline__ float sum(float x) const {
+    for (int offset = lanes_ / 2; offset > 0; offset >>= 1) x += __shfl_xor(x, offset, lanes_);
+    return x;
+  }
+
+ private:
+  int lanes_;
+};
+
+#endif  // defined(__HIPCC__) || defined(__HIP__)
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_VENDOR_HIP_H_
