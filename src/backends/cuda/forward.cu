@@ -92,30 +92,35 @@ int element_bytes(int32_t elem) {
 }
 
 // The kernels move rows in 16-byte chunks (cp.async, vector stores): every
-// row start of these views must be 16-byte aligned.
-bool rows_aligned(const fmha_view &view, int row_dims) {
+// row start of these views must be 16-byte aligned (`alignment`; packed
+// quantised rows may also move in 4-byte pieces, fp8 Q in 8-byte ones).
+bool rows_aligned(const fmha_view &view, int row_dims, int alignment = 16) {
   const int bytes = element_bytes(view.elem);
-  if (reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(view.data) % alignment != 0) return false;
   for (int d = 0; d < row_dims; ++d)
-    if (view.shape[d] > 1 && (view.stride[d] * bytes) % 16 != 0) return false;
+    if (view.shape[d] > 1 && (view.stride[d] * bytes) % alignment != 0) return false;
   return true;
+}
+
+const char *kv_quant_name(int32_t kv_quant) {
+  return kv_quant == FMHA_KV_QUANT_INT4 ? "int4" : kv_quant == FMHA_KV_QUANT_FP8 ? "fp8" : "none";
 }
 
 }  // namespace
 
 fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const fmha_splitk_problem &problem = plan->problem;
-  if (problem.kv_quant != FMHA_KV_QUANT_NONE) return not_supported(msg, "int4 or fp8 quantised K/V");
-  if (problem.flags & (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV))
-    return not_supported(msg, "fp8 compute (FMHA_FLAG_FP8_QK / FMHA_FLAG_FP8_PV)");
+  const bool quantised = problem.kv_quant != FMHA_KV_QUANT_NONE;
   if ((problem.flags & FMHA_FLAG_V_FROM_K) || problem.head_dim_qk == 576)
     return not_supported(msg, "MLA decode (FMHA_FLAG_V_FROM_K, head_dim_qk 576)");
   if (problem.flags & FMHA_FLAG_CHECKED) return not_supported(msg, "FMHA_FLAG_CHECKED (device-side metadata checks)");
-  if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16) {
+  // fp8 Q (FMHA_FLAG_FP8_QK) comes with fp8 K/V (the core checks).
+  if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16 &&
+      !(problem.q_dtype == FMHA_DTYPE_FP8 && quantised)) {
     write_msg(msg, "the CUDA backend needs Q in f16 or bf16, not %s", dtype_name(problem.q_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
-  if (problem.kv_dtype != problem.q_dtype) {
+  if (!quantised && problem.kv_dtype != problem.q_dtype) {
     write_msg(msg, "the CUDA backend needs K/V in Q's dtype (q_dtype %s, kv_dtype %s)", dtype_name(problem.q_dtype),
               dtype_name(problem.kv_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
@@ -125,6 +130,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   const int bucket = forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
+  if (quantised && bucket > 256) {
+    write_msg(msg, "the CUDA backend reads %s K/V for head dims up to 256, not head_dim_qk %d",
+              kv_quant_name(problem.kv_quant), problem.head_dim_qk);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
   if (bucket == 0) {
     write_msg(msg, "the CUDA backend has no kernel for head_dim_qk %d / head_dim_v %d", problem.head_dim_qk,
               problem.head_dim_v);
@@ -134,7 +144,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   int smem_optin = 0;
   FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan->device.device_id),
                   msg);
-  const ForwardTileInfo tile = forward_tile_info(bucket);
+  const ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg, "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
               bucket, tile.smem_bytes, plan->device.device_id, smem_optin);
@@ -205,8 +215,9 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
   std::memcpy(plan->backend_private, &config, sizeof(config));
-  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s_d%d_n%d_s%d/%s%s",
-                dtype_name(problem.q_dtype), bucket, tile.block_n, tile.stages, schedule_name,
+  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_n%d_s%d/%s%s",
+                dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
+                problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket, tile.block_n, tile.stages, schedule_name,
                 config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
@@ -219,15 +230,28 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   if (config.work_items == 0 || config.num_row_tiles == 0) return FMHA_STATUS_SUCCESS;  // no sequence or query
 
   const bool write_partials = (problem.flags & FMHA_FLAG_WRITE_PARTIALS) != 0;
+  const bool quantised = problem.kv_quant != FMHA_KV_QUANT_NONE;
+  const bool fp8_q = problem.q_dtype == FMHA_DTYPE_FP8;
+  // Packed K/V rows move in 16-byte pieces when every row allows, else in
+  // 4-byte ones; fp8 Q in 8-byte ones.
+  const auto packed_row_bytes = [&](const fmha_view &view) {
+    return view.shape[view.ndim - 1] * static_cast<int64_t>(element_bytes(view.elem));
+  };
+  const bool kv_copy16 = quantised && rows_aligned(views.k, views.k.ndim - 1) &&
+                         rows_aligned(views.v, views.v.ndim - 1) && packed_row_bytes(views.k) % 16 == 0 &&
+                         packed_row_bytes(views.v) % 16 == 0;
   struct {
     const char *name;
     const fmha_view &view;
-  } const rows_checked[] = {{"q", views.q}, {"k", views.k}, {"v", views.v},
-                            {write_partials ? "o_partial" : "o", write_partials ? views.o_partial : views.o}};
+    int alignment;
+  } const rows_checked[] = {{"q", views.q, fp8_q ? 8 : 16},
+                            {"k", views.k, quantised ? 4 : 16},
+                            {"v", views.v, quantised ? 4 : 16},
+                            {write_partials ? "o_partial" : "o", write_partials ? views.o_partial : views.o, 16}};
   for (const auto &tensor : rows_checked) {
-    if (!rows_aligned(tensor.view, tensor.view.ndim - 1)) {
-      write_msg(msg, "%s: the CUDA backend needs every row (data pointer and strides) 16-byte aligned",
-                tensor.name);
+    if (!rows_aligned(tensor.view, tensor.view.ndim - 1, tensor.alignment)) {
+      write_msg(msg, "%s: the CUDA backend needs every row (data pointer and strides) %d-byte aligned", tensor.name,
+                tensor.alignment);
       return FMHA_STATUS_INVALID_ARGUMENT;
     }
   }
@@ -326,6 +350,27 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     params.score_scale = problem.softmax_scale * kernels::kLog2e;
   }
 
+  if (quantised) {
+    params.kv_quant = problem.kv_quant;
+    params.kv_quant_groups = problem.kv_quant_groups;
+    params.fp8_format = problem.fp8_format;
+    params.kv_scale_kind = problem.kv_scale_kind;
+    params.kv_scale_granularity = problem.kv_scale_granularity;
+    params.kv_copy16 = kv_copy16;
+    // With FMHA_FLAG_V_FROM_K there is no v_scale; MLA is refused above.
+    params.k_scale = views.k_scale.data;
+    params.v_scale = views.v_scale.data;
+    for (int d = 0; d < views.k_scale.ndim && d < 4; ++d) params.k_scale_stride[d] = views.k_scale.stride[d];
+    for (int d = 0; d < views.v_scale.ndim && d < 4; ++d) params.v_scale_stride[d] = views.v_scale.stride[d];
+    params.q_fp8 = fp8_q;
+    params.q_scale_granularity = problem.q_scale_granularity;
+    params.q_scale = static_cast<const float *>(views.q_scale.data);
+    for (int d = 0; d < views.q_scale.ndim && d < 4; ++d) params.q_scale_stride[d] = views.q_scale.stride[d];
+    params.fp8_pv = (problem.flags & FMHA_FLAG_FP8_PV) != 0;
+    params.fp8_bias = problem.fp8_format == FMHA_FP8_E4M3FNUZ ? 8 : 7;
+    params.fp8_max = problem.fp8_format == FMHA_FP8_E4M3FNUZ ? 240.f : 448.f;
+  }
+
   if (work.source == PieceSource::kScheduled) {
     const fmha_status st = launch_balanced_schedule(seq, plan.num_ranges, plan.kv_chunk_size, schedule_meta,
                                                     schedule_pieces, range_first, stream, msg);
@@ -333,34 +378,45 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   }
 
   const dim3 grid(static_cast<unsigned>(config.work_items * config.num_row_tiles * problem.groups * problem.heads_kv));
-  const fmha_status st =
-      problem.q_dtype == FMHA_DTYPE_F16
-          ? launch_splitk_forward_f16(params, config.head_dim_bucket, grid, plan.device.device_id, stream, msg)
-          : launch_splitk_forward_bf16(params, config.head_dim_bucket, grid, plan.device.device_id, stream, msg);
+  const int device = plan.device.device_id;
+  const int bucket = config.head_dim_bucket;
+  fmha_status st;
+  if (quantised)
+    st = problem.q_dtype == FMHA_DTYPE_BF16 ? launch_splitk_forward_quant_bf16(params, bucket, grid, device, stream, msg)
+                                            : launch_splitk_forward_quant_f16(params, bucket, grid, device, stream, msg);
+  else
+    st = problem.q_dtype == FMHA_DTYPE_F16 ? launch_splitk_forward_f16(params, bucket, grid, device, stream, msg)
+                                           : launch_splitk_forward_bf16(params, bucket, grid, device, stream, msg);
   if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
 
   return launch_split_combine(params, config.combine_items, stream, msg);
 }
 
 namespace {
-template <int kHeadDim>
-ForwardTileInfo tile_info() {
-  using Tile = kernels::ForwardTile<__half, kHeadDim>;
-  return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+template <typename T, bool kQuantised>
+ForwardTileInfo tile_info(int head_dim_bucket) {
+  const auto info = [](auto tile) {
+    using Tile = decltype(tile);
+    return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+  };
+  switch (head_dim_bucket) {
+    case 64:
+      return info(kernels::ForwardTile<T, 64, kQuantised>{});
+    case 128:
+      return info(kernels::ForwardTile<T, 128, kQuantised>{});
+    case 256:
+      return info(kernels::ForwardTile<T, 256, kQuantised>{});
+    default:
+      return info(kernels::ForwardTile<T, 512, false>{});
+  }
 }
 }  // namespace
 
-ForwardTileInfo forward_tile_info(int head_dim_bucket) {
-  switch (head_dim_bucket) {
-    case 64:
-      return tile_info<64>();
-    case 128:
-      return tile_info<128>();
-    case 256:
-      return tile_info<256>();
-    default:
-      return tile_info<512>();
-  }
+ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised) {
+  // Native f16 and bf16 tiles have one shape; quantised bf16 adds K's lo tile.
+  if (!quantised) return tile_info<__half, false>(head_dim_bucket);
+  return q_dtype == FMHA_DTYPE_BF16 ? tile_info<__nv_bfloat16, true>(head_dim_bucket)
+                                    : tile_info<__half, true>(head_dim_bucket);
 }
 
 }  // namespace fmha::cuda

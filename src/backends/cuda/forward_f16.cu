@@ -5,7 +5,7 @@ namespace fmha::cuda {
 
 fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                       cudaStream_t stream, fmha_msg msg) {
-  return launch_forward<__half>(params, head_dim_bucket, grid, device, stream, msg);
+  return launch_forward<__half, false>(params, head_dim_bucket, grid, device, stream, msg);
 }
 
 }  // namespace fmha::cuda

@@ -24,14 +24,14 @@ constexpr int forward_head_dim_bucket(int head_dim) {
                            : 0;
 }
 
-// Shape of the forward kernel's tiles for a bucket (the same for fp16 and
-// bf16): keys per tile, pipeline stages, dynamic shared memory.
+// Shape of the forward kernel's tiles for a bucket, Q dtype and K/V kind:
+// keys per tile, pipeline stages, dynamic shared memory.
 struct ForwardTileInfo {
   int block_n;
   int stages;
   int smem_bytes;
 };
-ForwardTileInfo forward_tile_info(int head_dim_bucket);
+ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised);
 
 // The split-K forward kernel for `head_dim_bucket`, on `grid` (x: pieces x
 // row tiles x groups x K/V heads, heads fastest). `device` keys the
@@ -40,6 +40,12 @@ fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_
                                       cudaStream_t stream, fmha_msg msg);
 fmha_status launch_splitk_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                        cudaStream_t stream, fmha_msg msg);
+// The same for int4 / fp8 K/V (buckets up to 256): f16 beside fp16 or fp8
+// Q, bf16 beside bf16 Q.
+fmha_status launch_splitk_forward_quant_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                            cudaStream_t stream, fmha_msg msg);
+fmha_status launch_splitk_forward_quant_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid,
+                                             int device, cudaStream_t stream, fmha_msg msg);
 
 // Merges the workspace partial slots of every split sequence into O / LSE
 // (adding the sinks); `items` is the number of combine items (sequences, or

@@ -1,5 +1,6 @@
-// The forward kernel's launcher template, instantiated once per dtype
-// (forward_f16.cu, forward_bf16.cu) for every head-dim bucket.
+// The forward kernel's launcher template, instantiated once per Q dtype and
+// K/V kind (forward_{f16,bf16}.cu native, forward_quant_{f16,bf16}.cu int4 /
+// fp8 K/V) for every head-dim bucket.
 #ifndef FMHA_SPLITK_BACKENDS_CUDA_FORWARD_LAUNCH_CUH_
 #define FMHA_SPLITK_BACKENDS_CUDA_FORWARD_LAUNCH_CUH_
 
@@ -12,11 +13,11 @@
 
 namespace fmha::cuda {
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, bool kQuantised>
 fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, cudaStream_t stream,
                                   fmha_msg msg) {
-  using Tile = kernels::ForwardTile<T, kHeadDim>;
-  const auto kernel = kernels::splitk_forward_kernel<T, kHeadDim>;
+  using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised>;
+  const auto kernel = kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>;
   // Raising the shared-memory limit is per device and kernel; doing it once
   // keeps it off the per-run host cost. Devices past 63 just redo it.
   static std::atomic<uint64_t> configured{0};
@@ -35,22 +36,25 @@ fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int de
   return FMHA_STATUS_SUCCESS;
 }
 
-template <typename T>
+template <typename T, bool kQuantised>
 fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                            cudaStream_t stream, fmha_msg msg) {
   switch (head_dim_bucket) {
     case 64:
-      return launch_forward_bucket<T, 64>(params, grid, device, stream, msg);
+      return launch_forward_bucket<T, 64, kQuantised>(params, grid, device, stream, msg);
     case 128:
-      return launch_forward_bucket<T, 128>(params, grid, device, stream, msg);
+      return launch_forward_bucket<T, 128, kQuantised>(params, grid, device, stream, msg);
     case 256:
-      return launch_forward_bucket<T, 256>(params, grid, device, stream, msg);
+      return launch_forward_bucket<T, 256, kQuantised>(params, grid, device, stream, msg);
     case 512:
-      return launch_forward_bucket<T, 512>(params, grid, device, stream, msg);
+      // The quantised tiles stop at 256 (plan_forward refuses larger).
+      if constexpr (!kQuantised) return launch_forward_bucket<T, 512, false>(params, grid, device, stream, msg);
+      break;
     default:
-      write_msg(msg, "internal: no forward kernel for head-dim bucket %d", head_dim_bucket);
-      return FMHA_STATUS_INTERNAL_ERROR;
+      break;
   }
+  write_msg(msg, "internal: no forward kernel for head-dim bucket %d", head_dim_bucket);
+  return FMHA_STATUS_INTERNAL_ERROR;
 }
 
 }  // namespace fmha::cuda

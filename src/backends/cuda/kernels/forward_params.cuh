@@ -124,6 +124,27 @@ struct ForwardParams {
   int32_t window_left;
   int32_t window_right;
 
+  // Quantised K/V (kv_quant != FMHA_KV_QUANT_NONE: the quantised kernels).
+  int32_t kv_quant;  // fmha_kv_quant
+  int32_t kv_quant_groups;
+  int32_t fp8_format;
+  int32_t kv_scale_kind;
+  int32_t kv_scale_granularity;
+  int32_t kv_copy16;  // packed rows and strides 16-byte aligned (else 4-byte copies)
+  const void *k_scale;  // fp8 scales: [B or pages, rows, G, Hkv], [G, Hkv] or [1]
+  int64_t k_scale_stride[4];
+  const void *v_scale;
+  int64_t v_scale_stride[4];
+  // FMHA_FLAG_FP8_QK: Q holds fp8 codes; q_scale [B, Mq, G, Hq], [G, Hq] or [1].
+  int32_t q_fp8;
+  int32_t q_scale_granularity;
+  const float *q_scale;
+  int64_t q_scale_stride[4];
+  // FMHA_FLAG_FP8_PV: P rounded to fp8 per row and K/V tile.
+  int32_t fp8_pv;
+  int32_t fp8_bias;  // 7 (E4M3FN) or 8 (E4M3FNUZ)
+  float fp8_max;     // 448 or 240
+
   // Scores in the kernel are in log2 units: t = log2(e) * (softcap(scale *
   // q.k) + bias). Without soft-capping t = q.k * score_scale (scale * log2e
   // folded in); with it t = softcap_log2 * tanh(q.k * score_scale), where

@@ -1,5 +1,5 @@
 // Thin wrappers over the PTX instructions the attention kernels are built
-// from (sm_80 and later): 16-byte cp.async with zero fill, ldmatrix, the
+// from (sm_80 and later): 16- and 4-byte cp.async with zero fill, ldmatrix, the
 // m16n8k16 tensor-core MMA with fp32 accumulation, and ex2.approx.
 #ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_PTX_CUH_
 #define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_PTX_CUH_
@@ -22,6 +22,14 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool 
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
+}
+
+// Copies 4 bytes global -> shared (through L1: cp.async.cg only moves 16),
+// zero-filling when `valid` is false: rows whose starts are only 4-byte
+// aligned (quantised K/V, per-row scales).
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

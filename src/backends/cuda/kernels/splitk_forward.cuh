@@ -31,6 +31,7 @@
 #include "backends/cuda/kernels/forward_params.cuh"
 #include "backends/cuda/kernels/kv_tile_loader.cuh"
 #include "backends/cuda/kernels/ptx.cuh"
+#include "backends/cuda/kernels/quant_tile_loader.cuh"
 #include "backends/cuda/merge_math.cuh"
 
 namespace fmha::cuda::kernels {
@@ -38,23 +39,47 @@ namespace fmha::cuda::kernels {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// Tile shape and shared-memory layout for one (dtype, head-dim bucket).
-template <typename T, int kHeadDimBucket>
+// Bytes of one staging area of a quantised loader (0 for the native one,
+// which has none).
+template <typename Loader, bool kQuantised>
+struct QuantStageBytes {
+  static constexpr int value = 0;
+};
+template <typename Loader>
+struct QuantStageBytes<Loader, true> {
+  static constexpr int value = Loader::kStageBytes;
+};
+
+// Tile shape and shared-memory layout for one (Q dtype, head-dim bucket,
+// K/V kind). Native: K and V arrive in T and the MMAs take T (bf16 P split
+// in two, below). kQuantised: K/V are int4 or fp8, staged packed and
+// dequantised per tile (quant_tile_loader.cuh) into one K operand tile in T
+// (split hi + lo beside bf16 Q, so K keeps ~16 bits) and one fp16 V tile;
+// P is then fp16 too. T is fp16 also for fp8 Q, whose codes fp16 holds
+// exactly.
+template <typename T, int kHeadDimBucket, bool kQuantisedKv = false>
 struct ForwardTile {
+  static constexpr bool kQuantised = kQuantisedKv;
+  using QkType = T;
+  using PvType = std::conditional_t<kQuantised, __half, T>;
   static constexpr int kHeadDim = kHeadDimBucket;
   static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kRows = 16;  // query rows per CTA: one MMA row tile
   // 64 keys keep a K+V stage at 32 KB for D 128; larger heads use 32 so a
-  // stage stays <= 64 KB and two CTAs still fit an SM up to D 256.
-  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  // stage stays <= 64 KB and two CTAs still fit an SM up to D 256. The
+  // quantised tiles use 32: their operand tiles are single-buffered and the
+  // dequantisation per tile is on the critical path, so shorter tiles and
+  // more resident CTAs overlap it best.
+  static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
   // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
   // chain a few warps cannot hide, so more resident CTAs beat deeper
   // pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
   // the read bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages
-  // (its 147 KB also fit the 163 KB an sm_80 block may use).
-  static constexpr int kStages = kHeadDim <= 64 ? 4 : 2;
-  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? 3 : 1;
+  // (its 147 KB also fit the 163 KB an sm_80 block may use). Quantised
+  // stages are packed rows, a quarter to a half of a T stage: 3 of them.
+  static constexpr int kStages = kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
+  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;  // S columns of a warp
   static constexpr int kDimsPerWarp = kHeadDim / kWarps;  // O columns of a warp
   static constexpr int kScoreTiles = kKeysPerWarp / 8;   // n8 tiles of S per warp
@@ -64,20 +89,30 @@ struct ForwardTile {
   // in O, most of the 2e-3 budget. So bf16 P is split into hi + lo bf16
   // parts (P to ~16 bits) and PV takes two MMAs; fp16's 11 bits suffice.
   // The MMAs are far from the bound of this memory-bound kernel.
-  static constexpr bool kSplitP = std::is_same_v<T, __nv_bfloat16>;
+  static constexpr bool kSplitP = std::is_same_v<PvType, __nv_bfloat16>;
+  static constexpr bool kSplitK = kQuantised && std::is_same_v<T, __nv_bfloat16>;
   static constexpr int kPTiles = kSplitP ? 2 : 1;
-  static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(T));
+  static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(PvType));
   // Separate O accumulators for the two parts, except at D 512 (registers).
   static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 ? 2 : 1;
 
-  using Loader = KvTileLoader<T, kHeadDim, kBlockN, kThreads>;
-  static constexpr int kRowBytes = Loader::kRowBytes;
-  static constexpr int kTileBytes = Loader::kTileBytes;
+  using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads, kSplitK>,
+                                    KvTileLoader<T, kHeadDim, kBlockN, kThreads>>;
+  static constexpr int kRowBytes = kHeadDim * 2;
+  static constexpr int kTileBytes = kBlockN * kRowBytes;
+  static_assert(Loader::kRowBytes == kRowBytes && Loader::kTileBytes == kTileBytes, "loader and tile agree");
 
-  static constexpr int kQOffset = 0;  // Q [16][kHeadDim], swizzled
+  // Native: Q [16][kHeadDim] swizzled, then kStages K tiles and kStages V
+  // tiles. Quantised: Q, the K operand tile(s), the V operand tile, then
+  // kStages staging areas of packed rows.
+  static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kRows * kRowBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kTileBytes;
-  static constexpr int kPOffset = kVOffset + kStages * kTileBytes;  // P [kPTiles][16][kPStride]
+  static constexpr int kKBytes = kQuantised ? (kSplitK ? 2 : 1) * kTileBytes : kStages * kTileBytes;
+  static constexpr int kVOffset = kKOffset + kKBytes;
+  static constexpr int kVBytes = kQuantised ? kTileBytes : kStages * kTileBytes;
+  static constexpr int kStagingOffset = kVOffset + kVBytes;
+  static constexpr int kStagingBytes = kQuantised ? kStages * QuantStageBytes<Loader, kQuantised>::value : 0;
+  static constexpr int kPOffset = kStagingOffset + kStagingBytes;  // P [kPTiles][16][kPStride]
   static constexpr int kMaxOffset = kPOffset + kPTiles * kPTileBytes;
   static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * static_cast<int>(sizeof(float));
   static constexpr int kSmemBytes = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
@@ -223,7 +258,7 @@ __device__ __forceinline__ OutputTarget output_target(const ForwardParams &p, co
 
 // Attention of row tile `row_tile` of piece `piece_index` for one K/V head.
 // Uniform across the CTA (every early return too).
-template <typename Tile, typename T>
+template <typename Tile>
 __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
                                              int32_t row_tile, int32_t group, int32_t head_kv) {
   constexpr int kHeadDim = Tile::kHeadDim;
@@ -232,6 +267,8 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   constexpr int kRowBytes = Tile::kRowBytes;
   constexpr int kNS = Tile::kScoreTiles;
   constexpr int kNO = Tile::kOutTiles;
+  using T = typename Tile::QkType;
+  using PvType = typename Tile::PvType;
 
   Piece piece;
   int32_t kv_len;
@@ -285,6 +322,21 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
                   row_query[r] * p.bias_stride[3];
   }
+  // The score scale of each fragment row; fp8 Q's codes carry their own
+  // scale, applied to the exact code products.
+  float row_scale[2] = {p.score_scale, p.score_scale};
+  if (Tile::kQuantised && p.q_fp8) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int64_t at = 0;
+      if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
+        at = queries.batch * p.q_scale_stride[0] + (queries.row0 + row_query[r]) * p.q_scale_stride[1] +
+             group * p.q_scale_stride[2] + row_head[r] * p.q_scale_stride[3];
+      else if (p.q_scale_granularity == FMHA_SCALE_PER_HEAD)
+        at = group * p.q_scale_stride[0] + row_head[r] * p.q_scale_stride[1];
+      row_scale[r] *= __ldg(p.q_scale + at);
+    }
+  }
 
   // O accumulators: one per P part where registers allow (shorter chains).
   float acc[Tile::kPvAccs][kNO][4];
@@ -298,24 +350,65 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   uint8_t *const q_tile = smem + Tile::kQOffset;
   uint8_t *const k_tiles = smem + Tile::kKOffset;
   uint8_t *const v_tiles = smem + Tile::kVOffset;
-  T *const p_tile = reinterpret_cast<T *>(smem + Tile::kPOffset);
+  PvType *const p_tile = reinterpret_cast<PvType *>(smem + Tile::kPOffset);
   float *const max_exchange = reinterpret_cast<float *>(smem + Tile::kMaxOffset);
   float *const sum_exchange = reinterpret_cast<float *>(smem + Tile::kSumOffset);
   const uint32_t q_base = smem_address(q_tile);
   const uint32_t k_base = smem_address(k_tiles);
   const uint32_t v_base = smem_address(v_tiles);
+  const uint32_t staging_base = smem_address(smem + Tile::kStagingOffset);
   const uint32_t p_base = smem_address(p_tile);
 
   const int num_tiles = (kv_hi - kv_lo + kBlockN - 1) / kBlockN;
   if (num_tiles > 0) {
-    const typename Tile::Loader loader(p, piece.batch, group, head_kv, tid);
-    loader.zero_padding(k_tiles, v_tiles, kStages, p.head_dim_qk, p.head_dim_v, tid, Tile::kThreads);
+    // The loader's tiles: native K/V stages, or (quantised) the operand
+    // tiles and a ring of staging areas.
+    const auto load_tile = [&](const typename Tile::Loader &loader, int s, int32_t tile_start) {
+      if constexpr (Tile::kQuantised)
+        loader.load(staging_base + s * (Tile::kStagingBytes / kStages), tile_start, kv_hi, tid);
+      else
+        loader.load(k_base + s * Tile::kTileBytes, v_base + s * Tile::kTileBytes, tile_start, kv_hi);
+    };
+    const auto make_loader = [&]() {
+      if constexpr (Tile::kQuantised)
+        return typename Tile::Loader(p, piece.batch, group, head_kv);
+      else
+        return typename Tile::Loader(p, piece.batch, group, head_kv, tid);
+    };
+    const typename Tile::Loader loader = make_loader();
+    if constexpr (Tile::kQuantised)
+      loader.zero_tiles(k_tiles, v_tiles, tid);
+    else
+      loader.zero_padding(k_tiles, v_tiles, kStages, p.head_dim_qk, p.head_dim_v, tid, Tile::kThreads);
 
     // Q rows of the tile (zero past rows_here and past Dqk), in the first
-    // cp.async group together with K/V tile 0.
-    {
+    // cp.async group together with K/V tile 0. fp8 Q is converted on the
+    // way (its codes are exact in fp16).
+    constexpr int kChunks = kRowBytes / 16;
+    if (Tile::kQuantised && p.q_fp8) {
+      const uint8_t *q = static_cast<const uint8_t *>(p.q);
+      const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
+      for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
+        const int row = i / kChunks;
+        const int c = i % kChunks;
+        uint4 value = make_uint4(0, 0, 0, 0);
+        if (row < rows_here && c * 8 < p.head_dim_qk) {
+          const int32_t packed = row0 + row;
+          const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+          const int64_t offset = queries.batch * p.q_stride[0] +
+                                 static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
+                                 group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+          const uint2 codes = *reinterpret_cast<const uint2 *>(q + offset);
+          float x[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) x[j] = fp8_value((j < 4 ? codes.x : codes.y) >> (8 * (j % 4)), fnuz);
+          value = make_uint4(pack2<__half>(x[0], x[1]), pack2<__half>(x[2], x[3]), pack2<__half>(x[4], x[5]),
+                             pack2<__half>(x[6], x[7]));
+        }
+        *reinterpret_cast<uint4 *>(q_tile + swizzled<kRowBytes>(row, c)) = value;
+      }
+    } else {
       const T *q = static_cast<const T *>(p.q);
-      constexpr int kChunks = kRowBytes / 16;
       for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
         const int row = i / kChunks;
         const int c = i % kChunks;
@@ -331,8 +424,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < num_tiles)
-        loader.load(k_base + s * Tile::kTileBytes, v_base + s * Tile::kTileBytes, kv_lo + s * kBlockN, kv_hi);
+      if (s < num_tiles) load_tile(loader, s, kv_lo + s * kBlockN);
       cp_async_commit();
     }
 
@@ -344,16 +436,22 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       __syncthreads();  // tile `tile` visible to all; stage (tile - 1) % kStages free
       {
         const int next = tile + kStages - 1;
-        if (next < num_tiles) {
-          const int stage = next % kStages;
-          loader.load(k_base + stage * Tile::kTileBytes, v_base + stage * Tile::kTileBytes,
-                      kv_lo + next * kBlockN, kv_hi);
-        }
+        if (next < num_tiles) load_tile(loader, next % kStages, kv_lo + next * kBlockN);
         cp_async_commit();
       }
       const int stage = tile % kStages;
-      const uint32_t k_stage = k_base + stage * Tile::kTileBytes;
-      const uint32_t v_stage = v_base + stage * Tile::kTileBytes;
+      uint32_t k_stage = k_base;
+      uint32_t v_stage = v_base;
+      if constexpr (Tile::kQuantised) {
+        // Decode the staged tile into the operand tiles; the previous
+        // tile's readers are past the barrier above.
+        loader.dequantise(smem + Tile::kStagingOffset + stage * (Tile::kStagingBytes / kStages), k_tiles, v_tiles,
+                          tid);
+        __syncthreads();
+      } else {
+        k_stage = k_base + stage * Tile::kTileBytes;
+        v_stage = v_base + stage * Tile::kTileBytes;
+      }
       const int32_t tile_start = kv_lo + tile * kBlockN;
 
       // Bias loads first, so their latency overlaps the QK^T MMAs.
@@ -390,11 +488,20 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
           ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
           mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
           mma_16x8x16<T>(s_part[ks % 2][1], a, b[2], b[3]);
+          if constexpr (Tile::kSplitK) {
+            ldmatrix_x4(b, k_stage + Tile::kTileBytes + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+            mma_16x8x16<T>(s_part[(ks + 1) % 2][0], a, b[0], b[1]);
+            mma_16x8x16<T>(s_part[(ks + 1) % 2][1], a, b[2], b[3]);
+          }
         } else {
           uint32_t b[2];
           const int key = key0 + lane % 8;
           ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
           mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
+          if constexpr (Tile::kSplitK) {
+            ldmatrix_x2(b, k_stage + Tile::kTileBytes + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+            mma_16x8x16<T>(s_part[(ks + 1) % 2][0], a, b[0], b[1]);
+          }
         }
       }
       float s[kNS][4];
@@ -411,7 +518,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         for (int e = 0; e < 4; ++e) {
           const int r = e / 2;
           const int32_t key = tile_start + key0 + nt * 8 + 2 * quad_col + (e & 1);
-          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * p.score_scale) : s[nt][e] * p.score_scale;
+          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
           x += bias[nt][e] * kLog2e;
           s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
           tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
@@ -426,12 +533,15 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       __syncthreads();
 
       // ---- Online softmax (identical in every warp) ----------------------
-      float reference[2];  // the max P is taken against (0 while the row has seen nothing)
+      float reference[2];     // the max P is taken against (0 while the row has seen nothing)
+      float tile_row_max[2];  // the row's largest score in this tile
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float m = row_max[r];
+        float m = -INFINITY;
 #pragma unroll
         for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + quad_row + 8 * r]);
+        tile_row_max[r] = m;
+        m = fmaxf(m, row_max[r]);
         reference[r] = m == -INFINITY ? 0.f : m;
         const float rescale = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
         row_max[r] = m;
@@ -444,6 +554,22 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
             acc[h][nt][2 * r + 1] *= rescale;
           }
       }
+      // FMHA_FLAG_FP8_PV: the PV product takes P rounded to fp8 against
+      // p_scale = (the row's largest P in the tile) / fp8_max; the sums
+      // keep the exact P (docs/design-notes.md).
+      float p_scale[2] = {0.f, 0.f};
+      float p_inverse[2] = {0.f, 0.f};
+      const bool fp8_pv = Tile::kQuantised && p.fp8_pv;
+      if (fp8_pv) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          p_scale[r] = fast_exp2(tile_row_max[r] - reference[r]) / p.fp8_max;
+          p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
+        }
+      }
+      const auto pv_operand = [&](float x, int r) {
+        return fp8_pv ? fp8_round(x * p_inverse[r], p.fp8_bias, p.fp8_max) * p_scale[r] : x;
+      };
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) {
         const float p0 = fast_exp2(s[nt][0] - reference[0]);
@@ -453,8 +579,10 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         row_sum[0] += p0 + p1;
         row_sum[1] += p2 + p3;
         const int column = key0 + nt * 8 + 2 * quad_col;
-        store_p<T, Tile::kSplitP>(p_tile + quad_row * Tile::kPStride + column, Tile::kPTileBytes, p0, p1);
-        store_p<T, Tile::kSplitP>(p_tile + (quad_row + 8) * Tile::kPStride + column, Tile::kPTileBytes, p2, p3);
+        store_p<PvType, Tile::kSplitP>(p_tile + quad_row * Tile::kPStride + column, Tile::kPTileBytes,
+                                       pv_operand(p0, 0), pv_operand(p1, 0));
+        store_p<PvType, Tile::kSplitP>(p_tile + (quad_row + 8) * Tile::kPStride + column, Tile::kPTileBytes,
+                                       pv_operand(p2, 1), pv_operand(p3, 1));
       }
       __syncthreads();
 
@@ -462,7 +590,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
         const uint32_t a_address =
-            p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(T));
+            p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(PvType));
         uint32_t a[Tile::kPTiles][4];
 #pragma unroll
         for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[part], a_address + part * Tile::kPTileBytes);
@@ -475,8 +603,8 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
           for (int part = 0; part < Tile::kPTiles; ++part) {
             float(&o)[kNO][4] = acc[part % Tile::kPvAccs];
-            mma_16x8x16<T>(o[2 * np], a[part], b[0], b[1]);
-            mma_16x8x16<T>(o[2 * np + 1], a[part], b[2], b[3]);
+            mma_16x8x16<PvType>(o[2 * np], a[part], b[0], b[1]);
+            mma_16x8x16<PvType>(o[2 * np + 1], a[part], b[2], b[3]);
           }
         }
       }
@@ -534,11 +662,11 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
 }
 
-template <typename T, int kHeadDimBucket>
-__global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket>::kThreads,
-                                  ForwardTile<T, kHeadDimBucket>::kMinBlocksPerSm)
+template <typename T, int kHeadDimBucket, bool kQuantised>
+__global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads,
+                                  ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm)
     splitk_forward_kernel(const __grid_constant__ ForwardParams p) {
-  using Tile = ForwardTile<T, kHeadDimBucket>;
+  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
   extern __shared__ __align__(128) uint8_t smem[];
 
   // The K/V heads are the fastest grid index: the CTAs that run together
@@ -556,7 +684,7 @@ __global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket>::kThreads,
   const int32_t pieces = item_pieces(p.work, item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    attend_piece<Tile, T>(p, smem, first_piece + i, row_tile, group, head_kv);
+    attend_piece<Tile>(p, smem, first_piece + i, row_tile, group, head_kv);
   }
 }
 
