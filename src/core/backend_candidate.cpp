@@ -41,29 +41,30 @@ void retire(BackendCandidate &candidate, const std::string &reason) {
   candidate.reason = reason;
 }
 
-void adopt_table(BackendCandidate &candidate, const fmha_backend_v1 *table) {
+fmha_status adopt_table(BackendCandidate &candidate, const fmha_backend_v1 *table) {
   candidate.available = false;
   candidate.reason = table_defect(table);
-  if (!candidate.reason.empty()) return;
+  if (!candidate.reason.empty()) return FMHA_STATUS_SUCCESS;
   candidate.table = table;
   candidate.kind = table->kind;
   candidate.name = table->name;
   candidate.device_count = table->device_count;
   if (table->device_count == 0) {
     candidate.reason = cat("loaded (score ", candidate.score, ") but it sees no device");
-    return;
+    return FMHA_STATUS_SUCCESS;
   }
   fmha_device_props props{};
   BackendMessage message;
   const fmha_status status = table->device_props(0, &props, message.msg());
   if (status != FMHA_STATUS_SUCCESS) {
     candidate.reason = cat("device_props(0) failed with status ", static_cast<int>(status), ": ", message.text());
-    return;
+    return status;
   }
   props.name[sizeof(props.name) - 1] = '\0';
   candidate.device_name = props.name;
   candidate.available = true;
   candidate.reason = cat("loaded (score ", candidate.score, ", ", table->device_count, " device(s))");
+  return FMHA_STATUS_SUCCESS;
 }
 
 }  // namespace fmha::core

@@ -30,8 +30,10 @@ struct BackendCandidate {
 // Checks a table (the api_version first: a different version may have a
 // different layout) and reads its device count and device 0's name into
 // `candidate`. Sets table (when valid), available (when it also has a
-// usable device) and reason; `candidate.score` must be set.
-void adopt_table(BackendCandidate &candidate, const fmha_backend_v1 *table);
+// usable device) and reason; `candidate.score` must be set. Returns the
+// status of device_props(0) (SUCCESS when it was not called), so that a
+// caller can tell a lack of memory from a backend that cannot serve.
+fmha_status adopt_table(BackendCandidate &candidate, const fmha_backend_v1 *table);
 
 // Gives up a candidate that will not be used: shuts its table down (if any)
 // and records why.

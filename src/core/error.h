@@ -25,6 +25,9 @@ class Error : public std::runtime_error {
 template <class... Parts>
 std::string cat(const Parts &...parts) {
   std::ostringstream out;
+  // Out of memory, a stream only sets badbit and the result is cut short (a
+  // wrong plugin path, a truncated message): let std::bad_alloc through.
+  out.exceptions(std::ios::badbit);
   (out << ... << parts);
   return out.str();
 }

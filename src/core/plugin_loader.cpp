@@ -20,6 +20,8 @@ constexpr char kPrefix[] = "libfmha_splitk_";
 constexpr char kSuffix[] = ".so";
 constexpr size_t kPrefixLength = sizeof(kPrefix) - 1;
 constexpr size_t kSuffixLength = sizeof(kSuffix) - 1;
+// Where `cmake --install` puts the plugins, relative to the core library.
+constexpr char kInstalledPluginFolder[] = "fmha_splitk";
 
 // An object inside the core library, for dladdr to find the library's file.
 const char kCoreAnchor = 0;
@@ -46,37 +48,52 @@ std::string core_library_path() {
   return real_path(info.dli_fname);
 }
 
-// Plugin file names in `directory`, sorted; `error` set when it cannot be read.
-std::vector<std::string> plugin_names_in(const std::string &directory, std::string &error) {
+// Plugin file names in `directory`, sorted; `error_number` set to the errno
+// of the failure when it cannot be read (0 otherwise).
+std::vector<std::string> plugin_names_in(const std::string &directory, int &error_number) {
   std::vector<std::string> names;
+  error_number = 0;
   DIR *stream = opendir(directory.c_str());
   if (stream == nullptr) {
-    error = std::strerror(errno);
+    error_number = errno;
     return names;
   }
   for (;;) {
     errno = 0;
     const dirent *entry = readdir(stream);
     if (entry == nullptr) {
-      if (errno != 0) error = std::strerror(errno);
+      error_number = errno;
       break;
     }
     if (is_plugin_name(entry->d_name)) names.emplace_back(entry->d_name);
   }
-  if (closedir(stream) != 0 && error.empty()) error = std::strerror(errno);
+  if (closedir(stream) != 0 && error_number == 0) error_number = errno;
   std::sort(names.begin(), names.end());
   return names;
 }
 
-std::vector<std::string> search_directories(const std::string &core_path) {
-  std::vector<std::string> directories;
+struct SearchDirectory {
+  std::string path;
+  // The installed layout's plugin folder is absent from the build tree (and
+  // from a CPU-only install): not finding it there is no error worth a note.
+  bool may_be_missing;
+};
+
+std::vector<SearchDirectory> search_directories(const std::string &core_path) {
+  std::vector<SearchDirectory> directories;
   const size_t slash = core_path.rfind('/');
-  if (slash != std::string::npos) directories.push_back(core_path.substr(0, slash == 0 ? 1 : slash));
+  if (slash != std::string::npos) {
+    const std::string core_directory = core_path.substr(0, slash == 0 ? 1 : slash);
+    // The build tree puts plugins beside the core library; the install tree
+    // keeps them out of the linker's path, in <libdir>/fmha_splitk/.
+    directories.push_back({core_directory, false});
+    directories.push_back({cat(slash == 0 ? "" : core_directory, "/", kInstalledPluginFolder), true});
+  }
   if (const char *plugin_path = std::getenv("FMHA_SPLITK_PLUGIN_PATH")) {
     const std::string list = plugin_path;
     for (size_t begin = 0; begin <= list.size();) {
       const size_t end = std::min(list.find(':', begin), list.size());
-      if (end > begin) directories.push_back(list.substr(begin, end - begin));
+      if (end > begin) directories.push_back({list.substr(begin, end - begin), false});
       begin = end + 1;
     }
   }
@@ -95,11 +112,13 @@ PluginSearch find_plugins() {
   const std::string core_path = core_library_path();
   if (core_path.empty()) search.searched = "(the core library's directory is unknown: dladdr failed)";
   std::set<std::string> seen = {core_path};
-  for (const std::string &directory : search_directories(core_path)) {
-    std::string error;
-    const std::vector<std::string> names = plugin_names_in(directory, error);
+  for (const SearchDirectory &candidate : search_directories(core_path)) {
+    const std::string &directory = candidate.path;
+    int error_number = 0;
+    const std::vector<std::string> names = plugin_names_in(directory, error_number);
+    if (candidate.may_be_missing && error_number == ENOENT) continue;
     search.searched += cat(search.searched.empty() ? "" : "; ", directory);
-    if (!error.empty()) search.searched += cat(" (cannot read: ", error, ")");
+    if (error_number != 0) search.searched += cat(" (cannot read: ", std::strerror(error_number), ")");
     for (const std::string &name : names) {
       const std::string path = cat(directory, "/", name);
       if (seen.insert(real_path(path)).second) search.files.push_back(path);

@@ -1,6 +1,8 @@
 // Finding and loading GPU backend plugins (ggml-backend-dl style): shared
 // objects named libfmha_splitk_<name>.so in the core library's own
-// directory, then in each directory of FMHA_SPLITK_PLUGIN_PATH.
+// directory (the build tree's layout), then in its fmha_splitk/
+// subdirectory (the install tree's: lib/fmha_splitk/), then in each
+// directory of FMHA_SPLITK_PLUGIN_PATH.
 #ifndef FMHA_SPLITK_CORE_PLUGIN_LOADER_H_
 #define FMHA_SPLITK_CORE_PLUGIN_LOADER_H_
 

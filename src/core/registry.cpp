@@ -32,7 +32,12 @@ Registry::Registry() {
   BackendCandidate cpu;
   cpu.name = "cpu";
   cpu.score = 1;
-  adopt_table(cpu, fmha::cpu::backend_table());
+  // The built-in backend fails to start only for lack of memory (its thread
+  // pool). Recorded, that would disable it for the life of the process;
+  // thrown, this first call fails with OUT_OF_MEMORY and the next one builds
+  // the registry again.
+  if (adopt_table(cpu, fmha::cpu::backend_table()) == FMHA_STATUS_OUT_OF_MEMORY)
+    fail(FMHA_STATUS_OUT_OF_MEMORY, cat("starting the CPU backend: ", cpu.reason));
   candidates_.push_back(cpu);
 
   PluginSearch search = find_plugins();

@@ -75,8 +75,10 @@ inline int64_t view_offset(const fmha_view &view, std::initializer_list<int64_t>
   return offset;
 }
 
-// Address of element `index` of a view.
+// Address of element `index` of a view. An empty view has no data (NULL);
+// nothing is read through it, and offsetting NULL is undefined behaviour.
 inline void *view_ptr(const fmha_view &view, std::initializer_list<int64_t> index) {
+  if (view.data == nullptr) return nullptr;
   return static_cast<uint8_t *>(view.data) + view_offset(view, index) * static_cast<int64_t>(fmha_elem_bytes(view.elem));
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <exception>
 #include <new>
 #include <system_error>
 
@@ -46,8 +47,11 @@ ThreadPool::ThreadPool(int32_t requested_workers) : owner_pid_(static_cast<long>
   for (int32_t worker = 1; worker < requested_workers; ++worker) {
     try {
       workers_.emplace_back([this, worker] { serve(worker); });
-    } catch (const std::system_error &) {
-      break;  // the system gave fewer threads: fewer workers, same results
+    } catch (const std::exception &) {
+      // The system gave fewer threads (system_error), or no memory for one's
+      // state (bad_alloc): fewer workers, same results. Letting it escape
+      // would destroy the joinable threads already started: std::terminate.
+      break;
     }
   }
 }
