@@ -55,6 +55,9 @@ std::string problem_json(const BenchResult &r, double read_bandwidth_gbps) {
   const BenchCase &c = r.bench_case;
   std::string json = "    {\"name\": " + json_string(c.spec.name) + ", \"kind\": " + json_string(c.spec.kind) +
                      ", \"dtype\": \"bf16\", \"kv_bytes\": " + json_integer(c.kv_bytes());
+  // dtype is that of Q and O; the K/V format of a quantised problem is the
+  // grid's quant field (problems.txt).
+  if (c.spec.quant.kv_quant != FMHA_KV_QUANT_NONE) json += ", \"kv_quant\": " + json_string(c.spec.quant.text);
   if (c.layout == FMHA_KV_PAGED) json += ", \"page_size\": " + std::to_string(c.spec.page_size);
   if (!c.reference.empty()) json += ", \"reference\": " + json_string(c.reference);
   json += ",\n     \"time_us\": " + json_number(r.time_us) +

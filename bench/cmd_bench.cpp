@@ -22,6 +22,7 @@
 #include "bench_report.h"
 #include "decode_problem.h"
 #include "device.h"
+#include "half.h"
 #include "plan.h"
 #include "problem_grid.h"
 #include "random_bf16.h"
@@ -149,9 +150,41 @@ std::vector<int64_t> q_shape(const BenchCase &c) {
   return {c.spec.batch, c.spec.q_len, c.spec.heads_q, c.spec.head_dim};
 }
 
-std::vector<int64_t> kv_shape(const BenchCase &c) {
-  if (c.layout == FMHA_KV_PAGED) return {c.kv_rows(), c.spec.heads_kv, c.spec.head_dim};
-  return {c.spec.batch, c.max_kv_len, c.spec.heads_kv, c.spec.head_dim};
+// The row dims of K/V and per-row scales as the bench lays them out.
+std::vector<int64_t> kv_row_dims(const BenchCase &c) {
+  if (c.layout == FMHA_KV_PAGED) return {c.kv_rows()};
+  return {c.spec.batch, c.max_kv_len};
+}
+
+// K/V over `rows`: bf16 values, int4 words or fp8 codes per head.
+std::vector<int64_t> kv_dims(const BenchCase &c, std::vector<int64_t> rows) {
+  const int64_t element_bytes = c.spec.quant.kv_quant == FMHA_KV_QUANT_INT4 ? 4 : c.spec.quant.fp8() ? 1 : 2;
+  rows.push_back(c.spec.heads_kv);
+  rows.push_back(c.kv_head_bytes() / element_bytes);
+  return rows;
+}
+
+DLDataType kv_element(const BenchCase &c) {
+  if (c.spec.quant.kv_quant == FMHA_KV_QUANT_INT4) return DLDataType{kDLInt, 32, 1};
+  if (c.spec.quant.fp8()) return DLDataType{kDLUInt, 8, 1};
+  return dl_dtype(FMHA_DTYPE_BF16);
+}
+
+// fp8 scales: [rows..., Hkv] per row, [Hkv] per head, [1] per tensor.
+std::vector<int64_t> scale_dims(const BenchCase &c, std::vector<int64_t> rows) {
+  switch (c.spec.quant.scale_granularity) {
+    case FMHA_SCALE_PER_ROW:
+      rows.push_back(c.spec.heads_kv);
+      return rows;
+    case FMHA_SCALE_PER_HEAD:
+      return {c.spec.heads_kv};
+    default:
+      return {1};
+  }
+}
+
+DLDataType scale_element(const BenchCase &c) {
+  return c.spec.quant.scale_kind == FMHA_KV_SCALE_F32 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLInt, 32, 1};
 }
 
 size_t bf16_bytes(const std::vector<int64_t> &shape) {
@@ -160,26 +193,64 @@ size_t bf16_bytes(const std::vector<int64_t> &shape) {
   return static_cast<size_t>(elements) * sizeof(uint16_t);
 }
 
-// One of the rotated input sets: its own Q, K, V and O, random on the
-// device; O poisoned with NaN so that a row no run writes fails the check.
-// Runs on one stream are ordered, so the sets share the workspace.
+// Packed K/V words: only valid encodings, values of order 1. int4: per group
+// an fp16 scale in [1/16, 1/8) and shift in (-1, -1/2] (random mantissas),
+// then any nibbles. fp8: each code with its top exponent bit clear, so
+// |x| <= 1.875 and never E4M3FN's NaN (S.1111.111); for E4M3FNUZ also its
+// lowest mantissa bit set, so never its NaN (0x80).
+WordPattern kv_words(const BenchCase &c) {
+  const KvQuant &quant = c.spec.quant;
+  if (quant.kv_quant == FMHA_KV_QUANT_INT4) {
+    return WordPattern{static_cast<unsigned long long>(quant.groups + c.spec.head_dim / 8),
+                       static_cast<unsigned long long>(quant.groups), 0x03ff03ffu, 0xb8002c00u, 0xffffffffu, 0};
+  }
+  return WordPattern{1, 0, 0, 0, 0xbfbfbfbfu, quant.fp8_format == FMHA_FP8_E4M3FNUZ ? 0x01010101u : 0u};
+}
+
+// fp8 scale words, random but valid and unequal, so that a scale applied to
+// the wrong row or head shows in the check: float32 in [1/2, 1); fp16x2 a
+// scale in [1/2, 1) and a shift of +-[1/8, 1/4).
+WordPattern scale_words(const BenchCase &c) {
+  if (c.spec.quant.scale_kind == FMHA_KV_SCALE_F32) return WordPattern{1, 0, 0, 0, 0x007fffffu, 0x3f000000u};
+  return WordPattern{1, 0, 0, 0, 0x83ff03ffu, 0x30003800u};
+}
+
+// One of the rotated input sets: its own Q, K, V (with their scales for
+// fp8) and O, random on the device; O poisoned with NaN so that a row no
+// run writes fails the check. Runs on one stream are ordered, so the sets
+// share the workspace.
 class InputSet {
  public:
   InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata, const DeviceBuffer &workspace)
       : q_(device, bf16_bytes(q_shape(c))),
-        k_(device, bf16_bytes(kv_shape(c))),
-        v_(device, bf16_bytes(kv_shape(c))),
+        k_(device, static_cast<size_t>(c.kv_rows() * c.spec.heads_kv * c.kv_head_bytes())),
+        v_(device, k_.bytes()),
         o_(device, bf16_bytes(q_shape(c))),
+        k_scale_(device, static_cast<size_t>(c.scale_elements() * c.scale_element_bytes())),
+        v_scale_(device, k_scale_.bytes()),
         q_tensor_(q_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)),
-        k_tensor_(k_.data(), device.dl_device(), FMHA_DTYPE_BF16, kv_shape(c)),
-        v_tensor_(v_.data(), device.dl_device(), FMHA_DTYPE_BF16, kv_shape(c)),
-        o_tensor_(o_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)) {
+        k_tensor_(k_.data(), device.dl_device(), kv_element(c), kv_dims(c, kv_row_dims(c))),
+        v_tensor_(v_.data(), device.dl_device(), kv_element(c), kv_dims(c, kv_row_dims(c))),
+        o_tensor_(o_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)),
+        k_scale_tensor_(k_scale_.data(), device.dl_device(), scale_element(c), scale_dims(c, kv_row_dims(c))),
+        v_scale_tensor_(v_scale_.data(), device.dl_device(), scale_element(c), scale_dims(c, kv_row_dims(c))) {
     const auto seed = [&](uint64_t tensor) {
-      return random_bits(kSeed, 16 + 4 * static_cast<uint64_t>(index) + tensor);
+      return random_bits(kSeed, 16 + 8 * static_cast<uint64_t>(index) + tensor);
     };
     device.fill_random_bf16(q_.data(), q_.bytes() / 2, seed(0));
-    device.fill_random_bf16(k_.data(), k_.bytes() / 2, seed(1));
-    device.fill_random_bf16(v_.data(), v_.bytes() / 2, seed(2));
+    if (c.spec.quant.kv_quant == FMHA_KV_QUANT_NONE) {
+      device.fill_random_bf16(k_.data(), k_.bytes() / 2, seed(1));
+      device.fill_random_bf16(v_.data(), v_.bytes() / 2, seed(2));
+    } else {
+      device.fill_random_words(k_.data(), k_.bytes() / 4, seed(1), kv_words(c));
+      device.fill_random_words(v_.data(), v_.bytes() / 4, seed(2), kv_words(c));
+    }
+    if (c.spec.quant.fp8()) {
+      device.fill_random_words(k_scale_.data(), k_scale_.bytes() / 4, seed(3), scale_words(c));
+      device.fill_random_words(v_scale_.data(), v_scale_.bytes() / 4, seed(4), scale_words(c));
+      args_.k_scale = k_scale_tensor_.dl();
+      args_.v_scale = v_scale_tensor_.dl();
+    }
     device.fill_bytes(o_.data(), 0xff, o_.bytes());
     args_.q = q_tensor_.dl();
     args_.k = k_tensor_.dl();
@@ -196,22 +267,73 @@ class InputSet {
   const DeviceBuffer &k() const { return k_; }
   const DeviceBuffer &v() const { return v_; }
   const DeviceBuffer &o() const { return o_; }
+  const DeviceBuffer &k_scale() const { return k_scale_; }
+  const DeviceBuffer &v_scale() const { return v_scale_; }
 
  private:
-  DeviceBuffer q_, k_, v_, o_;
-  DenseTensor q_tensor_, k_tensor_, v_tensor_, o_tensor_;
+  DeviceBuffer q_, k_, v_, o_, k_scale_, v_scale_;
+  DenseTensor q_tensor_, k_tensor_, v_tensor_, o_tensor_, k_scale_tensor_, v_scale_tensor_;
   fmha_splitk_args args_ = FMHA_SPLITK_ARGS_INIT;
 };
 
+// ||o - ref|| / ||ref|| of one sequence (batch 1, `length` keys, dense),
+// the reference from the CPU backend on the same bf16 Q and the same K/V
+// (packed the same way, so both dequantise the same values) with fp32
+// output. NaN in `o` gives NaN.
+double sequence_error(const BenchCase &c, int64_t length, std::vector<uint8_t> &q, std::vector<uint8_t> &k,
+                      std::vector<uint8_t> &v, std::vector<uint8_t> &k_scale, std::vector<uint8_t> &v_scale,
+                      const std::vector<uint16_t> &o) {
+  DecodeShape shape = c.shape();
+  shape.batch = 1;
+  shape.kv_len = length;
+  fmha_splitk_problem problem = make_problem(shape, FMHA_BACKEND_CPU, 1);
+  set_kv_quant(problem, c.spec.quant);
+  problem.o_dtype = FMHA_DTYPE_F32;  // the reference keeps fp32, so only the tested output is rounded
+  const Plan plan = create_plan(problem, "cpu");
+
+  const DLDevice host{kDLCPU, 0};
+  std::vector<float> reference(o.size());
+  const DenseTensor q_tensor(q.data(), host, FMHA_DTYPE_BF16, {1, c.spec.q_len, c.spec.heads_q, c.spec.head_dim});
+  const DenseTensor k_tensor(k.data(), host, kv_element(c), kv_dims(c, {1, length}));
+  const DenseTensor v_tensor(v.data(), host, kv_element(c), kv_dims(c, {1, length}));
+  const DenseTensor k_scale_tensor(k_scale.data(), host, scale_element(c), scale_dims(c, {1, length}));
+  const DenseTensor v_scale_tensor(v_scale.data(), host, scale_element(c), scale_dims(c, {1, length}));
+  const DenseTensor out(reference.data(), host, FMHA_DTYPE_F32, {1, c.spec.q_len, c.spec.heads_q, c.spec.head_dim});
+  fmha_splitk_args args = FMHA_SPLITK_ARGS_INIT;
+  args.q = q_tensor.dl();
+  args.k = k_tensor.dl();
+  args.v = v_tensor.dl();
+  args.o = out.dl();
+  if (c.spec.quant.fp8()) {
+    args.k_scale = k_scale_tensor.dl();
+    args.v_scale = v_scale_tensor.dl();
+  }
+  check_status(fmha_splitk_run(plan.get(), &args), "reference run on the CPU backend");
+
+  double error_squared = 0.0;
+  double reference_squared = 0.0;
+  for (size_t i = 0; i < o.size(); ++i) {
+    const double expected = reference[i];
+    const double got = bf16_to_float(o[i]);
+    error_squared += (got - expected) * (got - expected);
+    reference_squared += expected * expected;
+  }
+  return std::sqrt(error_squared / reference_squared);
+}
+
 // The larger relative error of the first and last sequence of `set` (so no
 // smaller than the pooled error `run` reports), each against the CPU
-// backend on a dense copy of its keys. NaN if either is NaN.
+// backend on a dense copy of its keys (and per-row scales). NaN if either
+// is NaN.
 double check_against_cpu(Device &device, const BenchCase &c, const InputSet &set, const Metadata &metadata) {
-  const DecodeShape shape = c.shape();
-  const int64_t row_bytes = int64_t{c.spec.heads_kv} * c.spec.head_dim * 2;
+  const int64_t row_bytes = int64_t{c.spec.heads_kv} * c.kv_head_bytes();
+  const bool row_scales = c.spec.quant.fp8() && c.spec.quant.scale_granularity == FMHA_SCALE_PER_ROW;
+  const int64_t scale_row_bytes = row_scales ? int64_t{c.spec.heads_kv} * c.scale_element_bytes() : 0;
   const int64_t q_sequence_bytes = c.spec.q_len * c.spec.heads_q * c.spec.head_dim * 2;
   DeviceBuffer k_rows(device, static_cast<size_t>(c.max_kv_len * row_bytes));
   DeviceBuffer v_rows(device, static_cast<size_t>(c.max_kv_len * row_bytes));
+  DeviceBuffer k_scale_rows(device, static_cast<size_t>(c.max_kv_len * scale_row_bytes));
+  DeviceBuffer v_scale_rows(device, static_cast<size_t>(c.max_kv_len * scale_row_bytes));
   std::vector<int64_t> sequences = {0};
   if (c.spec.batch > 1) sequences.push_back(c.spec.batch - 1);
   double worst = 0.0;
@@ -228,30 +350,39 @@ double check_against_cpu(Device &device, const BenchCase &c, const InputSet &set
     } else {
       runs.emplace_back(b * c.max_kv_len, length);
     }
-    int64_t gathered = 0;
-    for (const auto &[first, rows] : runs) {
-      device.copy_within(byte_offset(k_rows.data(), gathered * row_bytes),
-                         byte_offset(set.k().data(), first * row_bytes), static_cast<size_t>(rows * row_bytes));
-      device.copy_within(byte_offset(v_rows.data(), gathered * row_bytes),
-                         byte_offset(set.v().data(), first * row_bytes), static_cast<size_t>(rows * row_bytes));
-      gathered += rows;
+    const auto gather = [&](const DeviceBuffer &rows_out, const DeviceBuffer &from, int64_t bytes_per_row) {
+      int64_t gathered = 0;
+      for (const auto &[first, rows] : runs) {
+        device.copy_within(byte_offset(rows_out.data(), gathered * bytes_per_row),
+                           byte_offset(from.data(), first * bytes_per_row), static_cast<size_t>(rows * bytes_per_row));
+        gathered += rows;
+      }
+    };
+    const auto to_host = [&](const void *from, size_t bytes) {
+      std::vector<uint8_t> host(bytes);
+      device.copy_to_host(host.data(), from, bytes);
+      return host;
+    };
+    gather(k_rows, set.k(), row_bytes);
+    gather(v_rows, set.v(), row_bytes);
+    std::vector<uint8_t> k = to_host(k_rows.data(), static_cast<size_t>(length * row_bytes));
+    std::vector<uint8_t> v = to_host(v_rows.data(), static_cast<size_t>(length * row_bytes));
+    std::vector<uint8_t> k_scale, v_scale;
+    if (row_scales) {
+      gather(k_scale_rows, set.k_scale(), scale_row_bytes);
+      gather(v_scale_rows, set.v_scale(), scale_row_bytes);
+      k_scale = to_host(k_scale_rows.data(), static_cast<size_t>(length * scale_row_bytes));
+      v_scale = to_host(v_scale_rows.data(), static_cast<size_t>(length * scale_row_bytes));
+    } else {  // per head or per tensor (or none: empty)
+      k_scale = to_host(set.k_scale().data(), set.k_scale().bytes());
+      v_scale = to_host(set.v_scale().data(), set.v_scale().bytes());
     }
-
-    DecodeShape sequence = shape;
-    sequence.batch = 1;
-    sequence.kv_len = length;
-    HostInputs inputs;
-    inputs.q.resize(static_cast<size_t>(sequence.q_elements()));
-    inputs.k.resize(static_cast<size_t>(sequence.kv_elements()));
-    inputs.v.resize(static_cast<size_t>(sequence.kv_elements()));
-    std::vector<uint16_t> o(inputs.q.size());
-    device.copy_to_host(inputs.q.data(), byte_offset(set.q().data(), b * q_sequence_bytes),
-                        static_cast<size_t>(q_sequence_bytes));
-    device.copy_to_host(inputs.k.data(), k_rows.data(), static_cast<size_t>(length * row_bytes));
-    device.copy_to_host(inputs.v.data(), v_rows.data(), static_cast<size_t>(length * row_bytes));
+    std::vector<uint8_t> q = to_host(byte_offset(set.q().data(), b * q_sequence_bytes),
+                                     static_cast<size_t>(q_sequence_bytes));
+    std::vector<uint16_t> o(static_cast<size_t>(q_sequence_bytes / 2));
     device.copy_to_host(o.data(), byte_offset(set.o().data(), b * q_sequence_bytes),
                         static_cast<size_t>(q_sequence_bytes));
-    const double error = relative_error_against_cpu(sequence, inputs, o, {0});
+    const double error = sequence_error(c, length, q, k, v, k_scale, v_scale, o);
     if (std::isnan(error) || error > worst) worst = error;  // NaN, once in, stays
   }
   return worst;
@@ -442,7 +573,8 @@ std::string bench_usage() {
          "ceilings (a 2 GiB device-to-device copy, a read of every 16-byte word of a\n"
          "4 GiB buffer; medians of 10), plan creation (median of 200), the host cost of\n"
          "a call (mean of 500 eager calls), and the first and last sequence of one set\n"
-         "against the CPU backend. On the CPU backend: host memory, eager calls, and\n"
+         "against the CPU backend (for int4 and fp8 K/V on the same packed data, random\n"
+         "valid codes and scales). On the CPU backend: host memory, eager calls, and\n"
          "64 MiB ceiling buffers (a rough guide only). Exits 1 if a problem fails to\n"
          "run or its relative error exceeds 2e-2 (or is NaN).\n"
          "\n"

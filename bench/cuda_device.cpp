@@ -214,6 +214,15 @@ class CudaDevice final : public Device {
     void *params[] = {&dst, &elements, &seed_value};
     launch(fill_random_bf16_, count, params, "cuLaunchKernel(fmha_bench_fill_random_bf16)");
   }
+  void fill_random_words(void *device_dst, size_t count, uint64_t seed, const WordPattern &pattern) override {
+    load_kernels();
+    CUdeviceptr dst = device_pointer(device_dst);
+    unsigned long long words = count;
+    unsigned long long seed_value = seed;
+    WordPattern pattern_value = pattern;  // the kernel takes the struct by value
+    void *params[] = {&dst, &words, &seed_value, &pattern_value};
+    launch(fill_random_words_, count, params, "cuLaunchKernel(fmha_bench_fill_random_words)");
+  }
   void read_words(const void *device_src, size_t bytes) override {
     load_kernels();
     CUdeviceptr words = device_pointer(device_src);
@@ -254,6 +263,8 @@ class CudaDevice final : public Device {
     check(cu_.cuModuleLoadData(&module_, kGpuKernelsPtx), "cuModuleLoadData(bench kernels)");
     check(cu_.cuModuleGetFunction(&fill_random_bf16_, module_, "fmha_bench_fill_random_bf16"),
           "cuModuleGetFunction(fmha_bench_fill_random_bf16)");
+    check(cu_.cuModuleGetFunction(&fill_random_words_, module_, "fmha_bench_fill_random_words"),
+          "cuModuleGetFunction(fmha_bench_fill_random_words)");
     check(cu_.cuModuleGetFunction(&read_words_, module_, "fmha_bench_read_words"),
           "cuModuleGetFunction(fmha_bench_read_words)");
   }
@@ -276,6 +287,7 @@ class CudaDevice final : public Device {
   CUevent end_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction fill_random_bf16_ = nullptr;
+  CUfunction fill_random_words_ = nullptr;
   CUfunction read_words_ = nullptr;
   CUdeviceptr sink_ = 0;
   int multiprocessors_ = 0;

@@ -12,6 +12,8 @@
 #include <functional>
 #include <memory>
 
+#include "random_bf16.h"
+
 namespace fmha_cli {
 
 // Work captured once and replayed whole: a CUDA graph.
@@ -50,6 +52,9 @@ class Device {
   // random_bf16(seed, i) (random_bf16.h): made where the memory is, so that
   // multi-GB inputs never cross the bus.
   virtual void fill_random_bf16(void *device_dst, size_t count, uint64_t seed) = 0;
+  // Enqueues the writes of `count` 32-bit words, word i being
+  // random_word(seed, i, pattern) (random_bf16.h), made where the memory is.
+  virtual void fill_random_words(void *device_dst, size_t count, uint64_t seed, const WordPattern &pattern) = 0;
   // Enqueues a pass that reads each 16-byte word of `device_src` once and
   // writes nothing (`bytes` a multiple of 16): the read ceiling of work that
   // streams its inputs.

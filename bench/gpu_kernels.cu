@@ -16,6 +16,17 @@ extern "C" __global__ void fmha_bench_fill_random_bf16(unsigned short *dst, unsi
   }
 }
 
+// dst[i] = random_word(seed, i, pattern) for i < count (grid-stride): packed
+// K/V and scales of any size, made on the device.
+extern "C" __global__ void fmha_bench_fill_random_words(unsigned int *dst, unsigned long long count,
+                                                        unsigned long long seed, fmha_cli::WordPattern pattern) {
+  const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
+  for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    dst[i] = fmha_cli::random_word(seed, i, pattern);
+  }
+}
+
 __device__ __forceinline__ unsigned int fold_word(uint4 word) { return word.x ^ word.y ^ word.z ^ word.w; }
 
 // Reads each of the `count` 16-byte words once (grid-stride, four independent

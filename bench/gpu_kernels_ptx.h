@@ -95,6 +95,89 @@ $L__BB0_3:
 	ret;
 
 }
+	// .globl	fmha_bench_fill_random_words
+.visible .entry fmha_bench_fill_random_words(
+	.param .u64 fmha_bench_fill_random_words_param_0,
+	.param .u64 fmha_bench_fill_random_words_param_1,
+	.param .u64 fmha_bench_fill_random_words_param_2,
+	.param .align 8 .b8 fmha_bench_fill_random_words_param_3[32]
+)
+{
+	.reg .pred 	%p<5>;
+	.reg .b32 	%r<28>;
+	.reg .b64 	%rd<38>;
+
+
+	ld.param.u64 	%rd11, [fmha_bench_fill_random_words_param_0];
+	ld.param.u64 	%rd12, [fmha_bench_fill_random_words_param_1];
+	ld.param.u64 	%rd13, [fmha_bench_fill_random_words_param_2];
+	ld.param.v2.u32 	{%r9, %r10}, [fmha_bench_fill_random_words_param_3+16];
+	ld.param.v2.u32 	{%r11, %r12}, [fmha_bench_fill_random_words_param_3+24];
+	ld.param.u64 	%rd15, [fmha_bench_fill_random_words_param_3+8];
+	ld.param.u64 	%rd14, [fmha_bench_fill_random_words_param_3];
+	mov.u32 	%r13, %ntid.x;
+	cvt.u64.u32 	%rd1, %r13;
+	mov.u32 	%r14, %ctaid.x;
+	mul.wide.u32 	%rd16, %r14, %r13;
+	mov.u32 	%r15, %tid.x;
+	cvt.u64.u32 	%rd17, %r15;
+	add.s64 	%rd36, %rd16, %rd17;
+	setp.ge.u64 	%p1, %rd36, %rd12;
+	@%p1 bra 	$L__BB1_6;
+
+	mov.u32 	%r16, %nctaid.x;
+	cvt.u64.u32 	%rd18, %r16;
+	mul.lo.s64 	%rd4, %rd18, %rd1;
+	cvta.to.global.u64 	%rd33, %rd11;
+
+$L__BB1_2:
+	or.b64  	%rd19, %rd36, %rd14;
+	and.b64  	%rd20, %rd19, -4294967296;
+	setp.eq.s64 	%p2, %rd20, 0;
+	@%p2 bra 	$L__BB1_4;
+
+	rem.u64 	%rd37, %rd36, %rd14;
+	bra.uni 	$L__BB1_5;
+
+$L__BB1_4:
+	cvt.u32.u64 	%r17, %rd14;
+	cvt.u32.u64 	%r18, %rd36;
+	rem.u32 	%r19, %r18, %r17;
+	cvt.u64.u32 	%rd37, %r19;
+
+$L__BB1_5:
+	mul.lo.s64 	%rd21, %rd36, -7046029254386353131;
+	add.s64 	%rd22, %rd13, %rd21;
+	add.s64 	%rd23, %rd22, -7046029254386353131;
+	shr.u64 	%rd24, %rd23, 30;
+	xor.b64  	%rd25, %rd24, %rd23;
+	mul.lo.s64 	%rd26, %rd25, -4658895280553007687;
+	shr.u64 	%rd27, %rd26, 27;
+	xor.b64  	%rd28, %rd27, %rd26;
+	mul.lo.s64 	%rd29, %rd28, -7723592293110705685;
+	shr.u64 	%rd30, %rd29, 31;
+	xor.b64  	%rd31, %rd30, %rd29;
+	shr.u64 	%rd32, %rd31, 32;
+	cvt.u32.u64 	%r20, %rd31;
+	cvt.u32.u64 	%r21, %rd32;
+	xor.b32  	%r22, %r21, %r20;
+	and.b32  	%r23, %r9, %r22;
+	or.b32  	%r24, %r23, %r10;
+	and.b32  	%r25, %r11, %r22;
+	or.b32  	%r26, %r25, %r12;
+	setp.lt.u64 	%p3, %rd37, %rd15;
+	selp.b32 	%r27, %r24, %r26, %p3;
+	shl.b64 	%rd34, %rd36, 2;
+	add.s64 	%rd35, %rd33, %rd34;
+	st.global.u32 	[%rd35], %r27;
+	add.s64 	%rd36, %rd36, %rd4;
+	setp.lt.u64 	%p4, %rd36, %rd12;
+	@%p4 bra 	$L__BB1_2;
+
+$L__BB1_6:
+	ret;
+
+}
 	// .globl	fmha_bench_read_words
 .visible .entry fmha_bench_read_words(
 	.param .u64 fmha_bench_read_words_param_0,
@@ -127,7 +210,7 @@ $L__BB0_3:
 	add.s64 	%rd21, %rd34, %rd6;
 	setp.ge.u64 	%p1, %rd21, %rd16;
 	mov.u32 	%r76, 0;
-	@%p1 bra 	$L__BB1_3;
+	@%p1 bra 	$L__BB2_3;
 
 	shl.b64 	%rd22, %rd34, 4;
 	add.s64 	%rd33, %rd1, %rd22;
@@ -135,7 +218,7 @@ $L__BB0_3:
 	shl.b64 	%rd8, %rd23, 4;
 	mov.u32 	%r76, 0;
 
-$L__BB1_2:
+$L__BB2_2:
 	ld.global.nc.v4.u32 	{%r14, %r15, %r16, %r17}, [%rd33];
 	add.s64 	%rd24, %rd33, %rd8;
 	ld.global.nc.v4.u32 	{%r22, %r23, %r24, %r25}, [%rd24];
@@ -164,13 +247,13 @@ $L__BB1_2:
 	add.s64 	%rd34, %rd27, %rd34;
 	add.s64 	%rd28, %rd34, %rd6;
 	setp.lt.u64 	%p2, %rd28, %rd16;
-	@%p2 bra 	$L__BB1_2;
+	@%p2 bra 	$L__BB2_2;
 
-$L__BB1_3:
+$L__BB2_3:
 	setp.ge.u64 	%p3, %rd34, %rd16;
-	@%p3 bra 	$L__BB1_5;
+	@%p3 bra 	$L__BB2_5;
 
-$L__BB1_4:
+$L__BB2_4:
 	shl.b64 	%rd29, %rd34, 4;
 	add.s64 	%rd30, %rd1, %rd29;
 	ld.global.nc.v4.u32 	{%r61, %r62, %r63, %r64}, [%rd30];
@@ -180,17 +263,17 @@ $L__BB1_4:
 	xor.b32  	%r76, %r71, %r64;
 	add.s64 	%rd34, %rd34, %rd4;
 	setp.lt.u64 	%p4, %rd34, %rd16;
-	@%p4 bra 	$L__BB1_4;
+	@%p4 bra 	$L__BB2_4;
 
-$L__BB1_5:
+$L__BB2_5:
 	or.b32  	%r72, %r76, 1;
 	setp.ne.s32 	%p5, %r72, %r7;
-	@%p5 bra 	$L__BB1_7;
+	@%p5 bra 	$L__BB2_7;
 
 	cvta.to.global.u64 	%rd31, %rd17;
 	st.global.u32 	[%rd31], %r76;
 
-$L__BB1_7:
+$L__BB2_7:
 	ret;
 
 }

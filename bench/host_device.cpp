@@ -1,6 +1,7 @@
 // Host memory and wall-clock timing, for the CPU backend (which computes
 // synchronously inside fmha_splitk_run).
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -39,6 +40,10 @@ class HostDevice final : public Device {
   void fill_random_bf16(void *device_dst, size_t count, uint64_t seed) override {
     auto *values = static_cast<uint16_t *>(device_dst);
     for (size_t i = 0; i < count; ++i) values[i] = random_bf16(seed, i);
+  }
+  void fill_random_words(void *device_dst, size_t count, uint64_t seed, const WordPattern &pattern) override {
+    auto *words = static_cast<uint32_t *>(device_dst);
+    for (size_t i = 0; i < count; ++i) words[i] = random_word(seed, i, pattern);
   }
   void read_words(const void *device_src, size_t bytes) override {
     // As the GPU kernel, in 8-byte halves: the fold goes to a volatile, so

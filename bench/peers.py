@@ -2,9 +2,11 @@
 """Times the peers of fmha_splitk on the benchmark grid (bench/problems.txt).
 
 Peers: PyTorch scaled_dot_product_attention with each backend forced (cuDNN,
-flash, memory-efficient) and flex_attention compiled with an explicit
-128-token BlockMask (without one it does not split the KV). Each peer gets the
-layout it is fastest with ([B, H, L, D] contiguous) and native GQA
+flash, memory-efficient), flex_attention compiled with an explicit
+128-token BlockMask (without one it does not split the KV), and fmha_splitk
+itself through its Python binding (fmha_splitk_py: the same tensors and
+checks; the library from FMHA_SPLITK_LIBRARY or build/lib). Each peer gets
+the layout it is fastest with ([B, H, L, D] contiguous) and native GQA
 (enable_gqa=True); a peer that refuses a problem is recorded with its error.
 
 Timing follows docs/performance.md: several rotated input sets (together well
@@ -132,11 +134,48 @@ def flex_peer(problem, lens, q, k, v):
     return call
 
 
+_binding_plans = {}
+
+
+def fmha_splitk_py_peer(problem, lens, q, k, v):
+    """Ours through the Python binding (python/fmha_splitk, the library that
+    FMHA_SPLITK_LIBRARY names or build/lib holds): the peers' [B, H, L, D]
+    tensors seen as [B, L, H, D] (strided views, no copy); padded lengths
+    when they vary. One plan and workspace per problem, shared by its input
+    sets; each call runs on the current stream (the graph's when captured)."""
+    try:
+        import fmha_splitk
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+        import fmha_splitk
+    varying = len(set(lens)) > 1
+    if problem["name"] not in _binding_plans:
+        _binding_plans.clear()  # the previous problem's plan and workspace
+        plan = fmha_splitk.Plan(backend="cuda", batch=q.shape[0], max_q_seqlen=q.shape[2],
+                                max_kv_seqlen=k.shape[2], heads_q=q.shape[1], heads_kv=k.shape[1],
+                                head_dim_qk=q.shape[3], q_dtype=q.dtype,
+                                kv_layout="padded" if varying else "dense",
+                                kv_seqlen_hint=lens if varying else None)
+        workspace = torch.empty(max(1, plan.workspace_size), dtype=torch.uint8, device="cuda")
+        kv_seqlen = torch.tensor(lens, dtype=torch.int32, device="cuda") if varying else None
+        _binding_plans[problem["name"]] = (plan, workspace, kv_seqlen)
+    plan, workspace, kv_seqlen = _binding_plans[problem["name"]]
+    o = torch.empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3], dtype=q.dtype, device="cuda")
+    q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))
+
+    def call():
+        plan.run(q=q_, k=k_, v=v_, o=o, kv_seqlen=kv_seqlen, workspace=workspace,
+                 stream=torch.cuda.current_stream())
+        return o.transpose(1, 2)
+    return call
+
+
 PEERS = {
     "sdpa_cudnn": sdpa_peer(SDPBackend.CUDNN_ATTENTION),
     "sdpa_flash": sdpa_peer(SDPBackend.FLASH_ATTENTION),
     "sdpa_efficient": sdpa_peer(SDPBackend.EFFICIENT_ATTENTION),
     "flex_attention": flex_peer,
+    "fmha_splitk_py": fmha_splitk_py_peer,
 }
 
 
@@ -183,6 +222,8 @@ def bench_problem(problem, by_name, peers, replays):
     if problem["page_size"] != 0:
         for name in peers:
             result["peers"][name] = {"error": "no paged KV cache support"}
+        if "fmha_splitk_py" in peers:
+            result["peers"]["fmha_splitk_py"] = {"error": "paged: not run here (fmha-splitk bench times it)"}
         return result
     per_set = 2 * problem["batch"] * max(lens) * problem["heads_kv"] * problem["head_dim"] * 2
     rotations = max(1, min(MAX_ROTATIONS, math.ceil(ROTATION_BYTES / per_set)))

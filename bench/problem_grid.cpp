@@ -34,6 +34,51 @@ int64_t parse_field(const std::string &text, const char *field, int64_t min, con
 
 bool is_equal_to(const std::string &lengths) { return lengths.rfind(kEqualTo, 0) == 0; }
 
+std::vector<std::string> split_colons(const std::string &text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  for (std::string part; std::getline(stream, part, ':');) parts.push_back(part);
+  if (!text.empty() && text.back() == ':') parts.emplace_back();
+  return parts;
+}
+
+// `table`'s value for `word`, or an error naming the choices.
+int32_t choose(const std::string &word, const std::vector<std::pair<const char *, int32_t>> &table, const char *what,
+               const std::string &where) {
+  std::string choices;
+  for (const auto &[name, value] : table) {
+    if (word == name) return value;
+    choices += (choices.empty() ? "" : ", ") + std::string(name);
+  }
+  throw std::runtime_error(where + ": " + what + " must be one of " + choices + ", not '" + word + "'");
+}
+
+// The quant field: none | int4:gN | fp8:FORMAT:SCALE_KIND:GRANULARITY.
+KvQuant parse_quant(const std::string &text, const std::string &where) {
+  KvQuant quant;
+  quant.text = text;
+  const std::vector<std::string> parts = split_colons(text);
+  if (text == "none") return quant;
+  if (parts.size() == 2 && parts[0] == "int4") {
+    quant.kv_quant = FMHA_KV_QUANT_INT4;
+    quant.groups = choose(parts[1], {{"g1", 1}, {"g2", 2}, {"g4", 4}, {"g8", 8}}, "int4 groups", where);
+    return quant;
+  }
+  if (parts.size() == 4 && parts[0] == "fp8") {
+    quant.kv_quant = FMHA_KV_QUANT_FP8;
+    quant.fp8_format =
+        choose(parts[1], {{"e4m3fn", FMHA_FP8_E4M3FN}, {"e4m3fnuz", FMHA_FP8_E4M3FNUZ}}, "fp8 format", where);
+    quant.scale_kind = choose(parts[2], {{"f32", FMHA_KV_SCALE_F32}, {"f16x2", FMHA_KV_SCALE_F16X2_SCALE_SHIFT}},
+                              "fp8 scale kind", where);
+    quant.scale_granularity =
+        choose(parts[3], {{"row", FMHA_SCALE_PER_ROW}, {"head", FMHA_SCALE_PER_HEAD}, {"tensor", FMHA_SCALE_PER_TENSOR}},
+               "fp8 scale granularity", where);
+    return quant;
+  }
+  throw std::runtime_error(where + ": quant must be none, int4:gN or fp8:FORMAT:SCALE_KIND:GRANULARITY, not '" +
+                           text + "'");
+}
+
 const GridProblem &find_problem(const std::vector<GridProblem> &grid, const std::string &name,
                                 const std::string &from) {
   for (const GridProblem &problem : grid) {
@@ -69,6 +114,8 @@ bool same_shape(const GridProblem &a, const GridProblem &b) {
          a.head_dim == b.head_dim && a.q_len == b.q_len && a.lengths == b.lengths;
 }
 
+bool quantised(const GridProblem &problem) { return problem.quant.kv_quant != FMHA_KV_QUANT_NONE; }
+
 }  // namespace
 
 std::vector<GridProblem> read_problem_grid(const std::string &path) {
@@ -84,17 +131,29 @@ std::vector<GridProblem> read_problem_grid(const std::string &path) {
     for (std::string word; words >> word;) fields.push_back(word);
     if (fields.empty()) continue;
     const std::string where = path + ":" + std::to_string(number);
-    if (fields.size() != 10) {
+    if (fields.size() != 10 && fields.size() != 11) {
       throw std::runtime_error(where +
-                               ": expected 10 fields (name kind batch kv_len heads_q heads_kv head_dim q_len "
-                               "page_size lengths), found " +
+                               ": expected 10 or 11 fields (name kind batch kv_len heads_q heads_kv head_dim q_len "
+                               "page_size lengths [quant]), found " +
                                std::to_string(fields.size()));
     }
     GridProblem problem;
     problem.name = fields[0];
     problem.kind = fields[1];
-    if (problem.kind != "decode" && problem.kind != "paged" && problem.kind != "varlen") {
-      throw std::runtime_error(where + ": kind must be decode, paged or varlen, not '" + problem.kind + "'");
+    if (problem.kind != "decode" && problem.kind != "paged" && problem.kind != "varlen" && problem.kind != "int4" &&
+        problem.kind != "fp8") {
+      throw std::runtime_error(where + ": kind must be decode, paged, varlen, int4 or fp8, not '" + problem.kind +
+                               "'");
+    }
+    if (fields.size() == 11) problem.quant = parse_quant(fields[10], where);
+    // The kind is the label reports group by: it must say what the K/V is.
+    const std::string quant_kind = problem.quant.kv_quant == FMHA_KV_QUANT_INT4  ? "int4"
+                                   : problem.quant.kv_quant == FMHA_KV_QUANT_FP8 ? "fp8"
+                                                                                 : "";
+    if ((problem.kind == "int4" || problem.kind == "fp8" || !quant_kind.empty()) && problem.kind != quant_kind) {
+      throw std::runtime_error(where + ": kind " + problem.kind + " with quant " + problem.quant.text +
+                               " (kind int4 goes with quant int4:gN, kind fp8 with quant fp8:..., the others "
+                               "with none)");
     }
     problem.batch = parse_field(fields[2], "batch", 1, where);
     problem.lengths = fields[9];
@@ -120,6 +179,16 @@ std::vector<int32_t> grid_kv_lengths(const GridProblem &spec, const std::vector<
   return lengths_of(spec, grid, 0);
 }
 
+void set_kv_quant(fmha_splitk_problem &problem, const KvQuant &quant) {
+  problem.kv_quant = quant.kv_quant;
+  if (quant.kv_quant == FMHA_KV_QUANT_INT4) problem.kv_quant_groups = quant.groups;
+  if (quant.fp8()) {
+    problem.fp8_format = quant.fp8_format;
+    problem.kv_scale_kind = quant.scale_kind;
+    problem.kv_scale_granularity = quant.scale_granularity;
+  }
+}
+
 BenchCase resolve_case(const GridProblem &spec, const std::vector<GridProblem> &grid) {
   BenchCase c;
   c.spec = spec;
@@ -139,10 +208,17 @@ BenchCase resolve_case(const GridProblem &spec, const std::vector<GridProblem> &
 
   if (is_equal_to(spec.lengths)) {
     c.reference = spec.lengths.substr(sizeof kEqualTo - 1);
+  } else if (quantised(spec)) {
+    for (const GridProblem &other : grid) {
+      if (!quantised(other) && other.page_size == spec.page_size && same_shape(other, spec)) {
+        c.reference = other.name;
+        break;
+      }
+    }
   } else if (spec.page_size > 0) {
     const GridProblem *largest = &spec;
     for (const GridProblem &other : grid) {
-      if (other.page_size > largest->page_size && same_shape(other, spec)) largest = &other;
+      if (other.page_size > largest->page_size && !quantised(other) && same_shape(other, spec)) largest = &other;
     }
     if (largest != &spec) c.reference = largest->name;
   }
@@ -165,13 +241,45 @@ int64_t BenchCase::kv_rows() const {
   return layout == FMHA_KV_PAGED ? num_pages * spec.page_size : spec.batch * max_kv_len;
 }
 
+int64_t BenchCase::kv_head_bytes() const {
+  switch (spec.quant.kv_quant) {
+    case FMHA_KV_QUANT_INT4:
+      return int64_t{4} * (spec.quant.groups + spec.head_dim / 8);  // int32 words
+    case FMHA_KV_QUANT_FP8:
+      return spec.head_dim;
+    default:
+      return static_cast<int64_t>(spec.head_dim * kElementBytes);
+  }
+}
+
+int64_t BenchCase::scale_element_bytes() const {
+  return spec.quant.fp8() ? 4 : 0;  // float32, or an int32 of two fp16
+}
+
+int64_t BenchCase::scale_elements() const {
+  if (!spec.quant.fp8()) return 0;
+  switch (spec.quant.scale_granularity) {
+    case FMHA_SCALE_PER_ROW:
+      return kv_rows() * spec.heads_kv;
+    case FMHA_SCALE_PER_HEAD:
+      return spec.heads_kv;
+    default:
+      return 1;
+  }
+}
+
 double BenchCase::kv_allocated_bytes() const {
-  return 2.0 * static_cast<double>(kv_rows()) * spec.heads_kv * spec.head_dim * kElementBytes;
+  return 2.0 * (static_cast<double>(kv_rows()) * spec.heads_kv * static_cast<double>(kv_head_bytes()) +
+                static_cast<double>(scale_elements() * scale_element_bytes()));
 }
 
 double BenchCase::kv_bytes() const {
   const double keys = std::accumulate(kv_lengths.begin(), kv_lengths.end(), 0.0);
-  return 2.0 * keys * spec.heads_kv * spec.head_dim * kElementBytes;
+  const double scales = spec.quant.scale_granularity == FMHA_SCALE_PER_ROW
+                            ? keys * spec.heads_kv
+                            : static_cast<double>(scale_elements());  // 0 without fp8
+  return 2.0 * (keys * spec.heads_kv * static_cast<double>(kv_head_bytes()) +
+                scales * static_cast<double>(scale_element_bytes()));
 }
 
 double BenchCase::bytes_moved() const {
@@ -181,6 +289,7 @@ double BenchCase::bytes_moved() const {
 
 fmha_splitk_problem BenchCase::library_problem(int32_t backend) const {
   fmha_splitk_problem problem = make_problem(shape(), backend, 0);
+  set_kv_quant(problem, spec.quant);
   problem.kv_layout = layout;
   if (layout != FMHA_KV_DENSE) problem.kv_seqlen_hint = kv_lengths.data();
   if (layout == FMHA_KV_PAGED) {

@@ -1,4 +1,5 @@
-// The random inputs of `fmha-splitk bench`: value i of a fill is a pure
+// The random inputs of `fmha-splitk bench` (bf16 values, and the words of
+// packed K/V and scales): value i of a fill is a pure
 // function of (seed, i), so a GPU makes multi-GB inputs where they live
 // (gpu_kernels.cu includes this file) and the host makes the same bits.
 // Plain C++ that nvcc also compiles for the device.
@@ -41,6 +42,28 @@ FMHA_BENCH_HOST_DEVICE inline unsigned short random_bf16(unsigned long long seed
 #endif
   // Round to nearest even, as half.h's float_to_bf16 (the value is finite).
   return static_cast<unsigned short>((word + 0x7fffu + ((word >> 16) & 1u)) >> 16);
+}
+
+// Random 32-bit words with some bits fixed, for packed K/V and their scales:
+// word i is random_bits masked with body_and and then body_or set, except
+// the first header_words of every period (int4 rows start with their scale
+// words), which take header_and and header_or. Masks that make only valid
+// encodings keep NaN and infinity out of the inputs.
+struct WordPattern {
+  unsigned long long period;
+  unsigned long long header_words;
+  unsigned int header_and;
+  unsigned int header_or;
+  unsigned int body_and;
+  unsigned int body_or;
+};
+
+FMHA_BENCH_HOST_DEVICE inline unsigned int random_word(unsigned long long seed, unsigned long long index,
+                                                       const WordPattern &pattern) {
+  const unsigned long long bits = random_bits(seed, index);
+  const auto word = static_cast<unsigned int>(bits ^ (bits >> 32));
+  if (index % pattern.period < pattern.header_words) return (word & pattern.header_and) | pattern.header_or;
+  return (word & pattern.body_and) | pattern.body_or;
 }
 
 }  // namespace fmha_cli
