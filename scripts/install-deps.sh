@@ -16,7 +16,30 @@ declare -A probe=(
   [pkg-config]=cmd:pkg-config
   [libgtest-dev]=file:/usr/include/gtest/gtest.h
   [libdlpack-dev]=file:/usr/include/dlpack/dlpack.h
+  # Packaging checks: the API reference, the ABI guard, the .deb's dependencies.
+  [doxygen]=cmd:doxygen
+  [abigail-tools]=cmd:abidiff
+  [dpkg-dev]=cmd:dpkg-shlibdeps
+  # The Python binding's suite and install check use Debian's interpreter.
+  [python3-pytest]=file:/usr/lib/python3/dist-packages/pytest
+  [python3-numpy]=file:/usr/lib/python3/dist-packages/numpy
+  [python3-setuptools]=file:/usr/lib/python3/dist-packages/setuptools
+  [python3-pip]=file:/usr/lib/python3/dist-packages/pip
 )
+
+# `install-deps.sh hip` adds Debian's ROCm 5.2 for the HIP plugin's build
+# (scripts/run-hip-build.sh, docs/amd.md); hipcc depends on the rest.
+if [ "${1:-}" = hip ]; then
+  probe+=(
+    [hipcc]=cmd:hipcc
+    [clang-15]=cmd:clang++-15
+    [libamdhip64-dev]=file:/usr/include/hip/hip_runtime.h
+    [rocm-device-libs]=file:/usr/lib/$(uname -m)-linux-gnu/amdgcn/bitcode/ocml.bc
+  )
+elif [ $# -gt 0 ]; then
+  echo "usage: install-deps.sh [hip]" >&2
+  exit 2
+fi
 
 missing=()
 for package in "${!probe[@]}"; do

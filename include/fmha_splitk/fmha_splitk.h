@@ -1,4 +1,5 @@
-/*
+/**
+ * @file fmha_splitk.h
  * fmha_splitk: split-K ("flash decoding") attention and log-sum-exp merge.
  *
  * The one public header. Pure C99 (also valid C++); it includes no GPU
@@ -49,6 +50,12 @@
    FMHA_SPLITK_VERSION_PATCH)
 /** @} */
 
+/**
+ * @def FMHA_SPLITK_EXPORT
+ * Marks the functions the library exports (default visibility; the library
+ * is built with hidden visibility and a version script, so only these leave
+ * it).
+ */
 #if defined(_WIN32)
 #define FMHA_SPLITK_EXPORT __declspec(dllexport)
 #elif defined(__GNUC__)
@@ -199,8 +206,8 @@ typedef enum fmha_kv_layout {
    *  with `p = kv_seqstart[b] + i` (kv_seqstart optional, default 0);
    *  `kv_seqlen[b]` keys (required). */
   FMHA_KV_PAGED = 3,
-  /** CSR pages (MLA style): sequence b owns pages
-   *  `kv_indices[kv_indptr[b] .. kv_indptr[b+1])` and has
+  /** CSR pages (MLA style): sequence b owns the pages `kv_indices[i]` for
+   *  `kv_indptr[b] <= i < kv_indptr[b+1]` and has
    *  `(pages - 1) * page_size + kv_last_page_len[b]` keys
    *  (`kv_last_page_len` optional, default page_size). */
   FMHA_KV_RAGGED = 4
@@ -211,7 +218,8 @@ typedef enum fmha_q_layout {
   /** Q `[B, Mq, G, Hq, D]`: every sequence has Mq queries. */
   FMHA_Q_FIXED = 0,
   /** Q `[1, total_q, G, Hq, D]`; sequence b's queries are rows
-   *  `q_seqstart[b] .. q_seqstart[b+1]`; at most `max_q_seqlen` per sequence. */
+   *  `q_seqstart[b]` to `q_seqstart[b+1] - 1`; at most `max_q_seqlen` per
+   *  sequence. */
   FMHA_Q_VARLEN = 1
 } fmha_q_layout;
 
@@ -672,6 +680,7 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_plan_workspace_size(
 
 /**
  * Reports what the plan chose.
+ * @param plan  the plan (read only).
  * @param info  caller's struct with struct_size set (the INIT macro); only
  *              the bytes inside it are written.
  * @return SUCCESS; INVALID_ARGUMENT if a pointer is NULL or struct_size is

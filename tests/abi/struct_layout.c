@@ -149,6 +149,31 @@ PIN_FIELD(fmha_quantize_kv_args, kv_scale_kind, 44, 4);
 PIN_FIELD(fmha_quantize_kv_args, scale_granularity, 48, 4);
 PIN_FIELD(fmha_quantize_kv_args, reserved0, 52, 4);
 
+/* DLPack's structs cross the ABI inside ours (Debian's libdlpack-dev, DLPack
+ * 0.6): a DLPack whose layout differs would break every caller silently. */
+PIN_SIZE(DLDevice, 8);
+PIN_FIELD(DLDevice, device_type, 0, 4);
+PIN_FIELD(DLDevice, device_id, 4, 4);
+PIN_SIZE(DLDataType, 4);
+PIN_FIELD(DLDataType, code, 0, 1);
+PIN_FIELD(DLDataType, bits, 1, 1);
+PIN_FIELD(DLDataType, lanes, 2, 2);
+PIN_SIZE(DLTensor, 48);
+PIN_FIELD(DLTensor, data, 0, 8);
+PIN_FIELD(DLTensor, device, 8, 8);
+PIN_FIELD(DLTensor, ndim, 16, 4);
+PIN_FIELD(DLTensor, dtype, 20, 4);
+PIN_FIELD(DLTensor, shape, 24, 8);
+PIN_FIELD(DLTensor, strides, 32, 8);
+PIN_FIELD(DLTensor, byte_offset, 40, 8);
+PIN_VALUE(kDLCPU, 1);
+PIN_VALUE(kDLCUDA, 2);
+PIN_VALUE(kDLROCM, 10);
+PIN_VALUE(kDLInt, 0);
+PIN_VALUE(kDLUInt, 1);
+PIN_VALUE(kDLFloat, 2);
+PIN_VALUE(kDLBfloat, 4);
+
 /* Enum-typed return values and parameters are 4 bytes wide. */
 PIN_SIZE(fmha_status, 4);
 PIN_SIZE(fmha_backend_kind, 4);
