@@ -21,13 +21,16 @@ class HostDevice final : public Device {
   void release(void *memory) noexcept override {
     if (memory) ::operator delete(memory, kAlignment);
   }
+  // memcpy of 0 bytes from or to NULL (an empty buffer) is still undefined.
   void copy_to_device(void *device_dst, const void *host_src, size_t bytes) override {
-    std::memcpy(device_dst, host_src, bytes);
+    if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
   }
   void copy_to_host(void *host_dst, const void *device_src, size_t bytes) override {
-    std::memcpy(host_dst, device_src, bytes);
+    if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
   }
-  void fill_bytes(void *device_dst, uint8_t value, size_t bytes) override { std::memset(device_dst, value, bytes); }
+  void fill_bytes(void *device_dst, uint8_t value, size_t bytes) override {
+    if (bytes > 0) std::memset(device_dst, value, bytes);
+  }
   double time_ms(const std::function<void()> &enqueue) override {
     const auto start = std::chrono::steady_clock::now();
     enqueue();
@@ -35,7 +38,7 @@ class HostDevice final : public Device {
   }
   void synchronize() override {}
   void copy_within(void *device_dst, const void *device_src, size_t bytes) override {
-    std::memcpy(device_dst, device_src, bytes);
+    if (bytes > 0) std::memcpy(device_dst, device_src, bytes);
   }
   void fill_random_bf16(void *device_dst, size_t count, uint64_t seed) override {
     auto *values = static_cast<uint16_t *>(device_dst);
