@@ -2,17 +2,20 @@
 // shared memory and dequantises them there, for every key layout. The
 // packed rows travel by cp.async into a staging ring (kStages deep, a
 // quarter or half the bytes of an fp16 tile); dequantise() then turns one
-// staged tile into the fp16 / bf16 operand tiles the MMAs read. So the
+// staged tile into the fp16 operand tiles the MMAs read. So the
 // values are decoded in registers between the asynchronous load and the
 // tensor cores, never by an extra pass over global memory.
 //
-// Operand precision (docs/numerics.md): the decoded value is exact in fp32
-// (nibble or fp8 code times an fp16 / fp32 scale, plus an fp16 shift). V
-// is rounded to fp16 (11 bits) for the PV product; K is rounded to fp16
-// beside fp16 or fp8 Q, and beside bf16 Q it is split into a bf16 high
-// part and a bf16 remainder (kSplitK, ~16 bits), two MMAs against the same
-// Q fragment. Rounding K or V to bf16 alone would cost ~1.8e-3 relative
-// error in O, the whole bf16 budget.
+// Operand precision (docs/numerics.md): K and V are decoded to fp16, the
+// exact value (nibble or fp8 code times an fp16 scale, plus an fp16 shift,
+// in one fp16 FMA; or times an fp32 scale in fp32) rounded once, 11 bits.
+// Beside bf16 Q the kernel splits Q instead (splitk_forward.cuh): once per
+// piece rather than K once per tile.
+//
+// Cost: decode is on every tile's critical path, so each thread decodes the
+// same chunk of its rows every tile (no index arithmetic per element), two
+// values per fp16 instruction, and load() finds each staged row's address
+// once (not once per 4-byte copy).
 #ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_QUANT_TILE_LOADER_CUH_
 #define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_QUANT_TILE_LOADER_CUH_
 
@@ -51,43 +54,88 @@ __device__ __forceinline__ float fp8_round(float value, int bias, float fp8_max)
   return fminf(rintf(value * inverse) * step, fp8_max);
 }
 
-// An fp16 scale (low half) and shift (high half) of one int32 word.
-__device__ __forceinline__ float2 scale_shift(uint32_t word) {
-  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(word & 0xffffu))),
-                     __half2float(__ushort_as_half(static_cast<unsigned short>(word >> 16))));
+// Eight fp16 values of one int4 word (nibble j = dim j), scaled: each
+// nibble n becomes the fp16 1024 + n by OR-ing in 1024's exponent, 1024 is
+// subtracted exactly, and one fp16 FMA applies scale and shift (the exact
+// n * scale + shift, rounded once to fp16). Two values per instruction.
+__device__ __forceinline__ uint4 int4_word_to_half(uint32_t nibbles, __half2 scale, __half2 shift) {
+  constexpr uint32_t kMagic = 0x64006400u;  // fp16 1024 in both halves
+  const uint32_t n04 = (nibbles & 0x000f000fu) | kMagic;
+  const uint32_t n15 = ((nibbles >> 4) & 0x000f000fu) | kMagic;
+  const uint32_t n26 = ((nibbles >> 8) & 0x000f000fu) | kMagic;
+  const uint32_t n37 = ((nibbles >> 12) & 0x000f000fu) | kMagic;
+  const uint32_t pairs[4] = {__byte_perm(n04, n15, 0x5410), __byte_perm(n26, n37, 0x5410),
+                             __byte_perm(n04, n15, 0x7632), __byte_perm(n26, n37, 0x7632)};
+  const __half2 bias = __float2half2_rn(1024.f);
+  uint32_t out[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const __half2 n = __hsub2(*reinterpret_cast<const __half2 *>(&pairs[j]), bias);
+    const __half2 x = __hfma2(n, scale, shift);
+    out[j] = *reinterpret_cast<const uint32_t *>(&x);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-template <int kHeadDim, int kBlockN, int kThreads, bool kSplitK>
+// The fp16 values of the two fp8 codes in the low 16 bits of `codes`, in
+// the two halves (fp8_value() two at a time, NaN codes included).
+__device__ __forceinline__ __half2 fp8_pair_to_half(uint32_t codes, bool fnuz) {
+  const uint32_t spread = __byte_perm(codes, 0u, 0x4140);  // code 0 in bits 0-7, code 1 in bits 16-23
+  uint32_t bits = ((spread & 0x00800080u) << 8) | ((spread & 0x007f007fu) << 7);
+  __half2 value = __hmul2(*reinterpret_cast<const __half2 *>(&bits), __float2half2_rn(fnuz ? 128.f : 256.f));
+  if (fnuz) {
+    if ((spread & 0xffu) == 0x80u) value.x = __ushort_as_half(0x7e00);
+    if ((spread & 0xff0000u) == 0x800000u) value.y = __ushort_as_half(0x7e00);
+  } else {
+    if ((spread & 0x7fu) == 0x7fu) value.x = __ushort_as_half(0x7e00);
+    if ((spread & 0x7f0000u) == 0x7f0000u) value.y = __ushort_as_half(0x7e00);
+  }
+  return value;
+}
+
+template <int kHeadDim, int kBlockN, int kThreads>
 class QuantKvTileLoader {
  public:
-  // Operand tiles: fp16 (or bf16 hi / lo for K), swizzled as in
-  // KvTileLoader. Staged rows: the packed bytes of one key, at most
-  // kHeadDim bytes (fp8: D; int4: 4 * (groups + D / 8) <= D for D >= 64).
+  // Operand tiles: fp16, swizzled as in KvTileLoader. Staged rows: the
+  // packed bytes of one key, at most kHeadDim bytes (fp8: D; int4: 4 *
+  // (groups + D / 8) <= D for D >= 64).
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
-  static constexpr int kKTiles = kSplitK ? 2 : 1;
   static constexpr int kStagedRowBytes = kHeadDim;
   static constexpr int kStagedScaleOffset = 2 * kBlockN * kStagedRowBytes;  // K then V scale words
   static constexpr int kStageBytes = kStagedScaleOffset + 2 * kBlockN * 4;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 8 dims per dequantised chunk
+  // load(): the 2 * kBlockN staged rows (K, then V) are shared out whole,
+  // kThreadsPerRow threads to a row, so a row's position is found once.
+  static constexpr int kThreadsPerRow = kThreads / (2 * kBlockN);
+  // dequantise(): a thread always decodes the same chunk of its rows.
+  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
   static_assert(kHeadDim >= 64, "int4 rows must fit the staged row");
+  static_assert(kThreadsPerRow >= 1 && kThreads % (2 * kBlockN) == 0, "whole rows per thread group");
+  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "fixed chunk per thread");
 
-  __device__ QuantKvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv)
-      : seq_(p.seq), batch_(batch), quant_(p.kv_quant), groups_(p.kv_quant_groups),
+  __device__ QuantKvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int tid)
+      : seq_(p.seq), batch_(batch), int4_(p.kv_quant == FMHA_KV_QUANT_INT4), groups_(p.kv_quant_groups),
         fnuz_(p.fp8_format == FMHA_FP8_E4M3FNUZ), f16x2_(p.kv_scale_kind == FMHA_KV_SCALE_F16X2_SCALE_SHIFT),
-        per_row_(p.kv_scale_granularity == FMHA_SCALE_PER_ROW), copy16_(p.kv_copy16 != 0),
-        head_dim_qk_(p.head_dim_qk), head_dim_v_(p.head_dim_v) {
+        per_row_(p.kv_scale_granularity == FMHA_SCALE_PER_ROW), copy16_(p.kv_copy16 != 0) {
     // Byte strides: int4 views count int32 words, fp8 views bytes.
-    const int64_t unit = quant_ == FMHA_KV_QUANT_INT4 ? 4 : 1;
+    const int64_t unit = int4_ ? 4 : 1;
     k_stride0_ = p.k_stride[0] * unit;
     k_stride1_ = p.k_stride[1] * unit;
     v_stride0_ = p.v_stride[0] * unit;
     v_stride1_ = p.v_stride[1] * unit;
     k_ = static_cast<const uint8_t *>(p.k) + (group * p.k_stride[2] + head_kv * p.k_stride[3]) * unit;
     v_ = static_cast<const uint8_t *>(p.v) + (group * p.v_stride[2] + head_kv * p.v_stride[3]) * unit;
-    k_row_bytes_ = quant_ == FMHA_KV_QUANT_INT4 ? 4 * (groups_ + head_dim_qk_ / 8) : head_dim_qk_;
-    v_row_bytes_ = quant_ == FMHA_KV_QUANT_INT4 ? 4 * (groups_ + head_dim_v_ / 8) : head_dim_v_;
-    if (quant_ == FMHA_KV_QUANT_FP8) {
+    k_row_bytes_ = int4_ ? 4 * (groups_ + p.head_dim_qk / 8) : p.head_dim_qk;
+    v_row_bytes_ = int4_ ? 4 * (groups_ + p.head_dim_v / 8) : p.head_dim_v;
+    chunk_ = tid % kChunksPerRow;
+    k_chunk_valid_ = chunk_ * 8 < p.head_dim_qk;
+    v_chunk_valid_ = chunk_ * 8 < p.head_dim_v;
+    if (int4_) {
+      // The coefficient word of this thread's chunk (groups split D evenly).
+      k_coefficient_ = p.head_dim_qk >= groups_ ? (8 * chunk_) / (p.head_dim_qk / groups_) : 0;
+      v_coefficient_ = p.head_dim_v >= groups_ ? (8 * chunk_) / (p.head_dim_v / groups_) : 0;
+    } else {
       // Per-row scales are staged with their rows; per-head and per-tensor
       // ones are two constants of this CTA.
       // Per-row views are [B or pages, rows, G, Hkv], per-head [G, Hkv].
@@ -106,8 +154,8 @@ class QuantKvTileLoader {
       v_scale_stride0_ = p.v_scale_stride[0];
       v_scale_stride1_ = p.v_scale_stride[1];
       if (!per_row_) {
-        k_fixed_ = decode_scale(__ldg(k_scale_));
-        v_fixed_ = decode_scale(__ldg(v_scale_));
+        k_fixed_ = __ldg(k_scale_);
+        v_fixed_ = __ldg(v_scale_);
       }
     }
     switch (seq_.kv_layout) {
@@ -130,9 +178,9 @@ class QuantKvTileLoader {
   // Zeroes the operand tiles once: chunks past the head dims are never
   // written by dequantise() and must read as 0 (Q's and P's zero padding
   // multiplies them). Needs a __syncthreads() before the first read.
-  __device__ void zero_tiles(uint8_t *k_tiles, uint8_t *v_tile, int tid) const {
-    for (int i = tid; i < (kKTiles * kTileBytes + kTileBytes) / 16; i += kThreads) {
-      uint8_t *const at = i < kKTiles * kTileBytes / 16 ? k_tiles + 16 * i : v_tile + 16 * i - kKTiles * kTileBytes;
+  __device__ void zero_tiles(uint8_t *k_tile, uint8_t *v_tile, int tid) const {
+    for (int i = tid; i < 2 * kTileBytes / 16; i += kThreads) {
+      uint8_t *const at = i < kTileBytes / 16 ? k_tile + 16 * i : v_tile + 16 * i - kTileBytes;
       *reinterpret_cast<uint4 *>(at) = make_uint4(0, 0, 0, 0);
     }
   }
@@ -141,112 +189,89 @@ class QuantKvTileLoader {
   // (and their per-row scales) into the staging area at shared address
   // `stage`; keys at or past kv_end are zero-filled without a read.
   __device__ void load(uint32_t stage, int32_t tile_start, int32_t kv_end, int tid) const {
-    const int unit = copy16_ ? 16 : 4;
-    const int k_units = k_row_bytes_ / unit;
-    const int units = k_units + v_row_bytes_ / unit;
-    for (int i = tid; i < kBlockN * units; i += kThreads) {
-      const int row = i / units;
-      const int u = i % units;
-      const int32_t key = tile_start + row;
-      const bool valid = key < kv_end;
-      const bool is_k = u < k_units;
-      const int byte = (is_k ? u : u - k_units) * unit;
-      const uint8_t *src = is_k ? k_ : v_;
-      if (valid) src += offset_of(key, is_k ? k_stride0_ : v_stride0_, is_k ? k_stride1_ : v_stride1_) + byte;
-      const uint32_t dst = stage + (is_k ? 0 : kBlockN * kStagedRowBytes) + row * kStagedRowBytes + byte;
-      if (copy16_)
-        cp_async_16(dst, src, valid);
-      else
-        cp_async_4(dst, src, valid);
+    const int staged_row = tid / kThreadsPerRow;  // K rows, then V rows
+    const int part = tid % kThreadsPerRow;
+    const bool is_k = staged_row < kBlockN;
+    const int row = is_k ? staged_row : staged_row - kBlockN;
+    const int32_t key = tile_start + row;
+    const bool valid = key < kv_end;
+    int64_t outer = 0;
+    int64_t inner = 0;
+    if (valid) locate(key, &outer, &inner);
+    const uint8_t *src = is_k ? k_ + outer * k_stride0_ + inner * k_stride1_ : v_ + outer * v_stride0_ + inner * v_stride1_;
+    if (!valid) src = is_k ? k_ : v_;
+    const int row_bytes = is_k ? k_row_bytes_ : v_row_bytes_;
+    const uint32_t dst = stage + staged_row * kStagedRowBytes;
+    if (copy16_) {
+      for (int byte = 16 * part; byte < row_bytes; byte += 16 * kThreadsPerRow)
+        cp_async_16(dst + byte, src + (valid ? byte : 0), valid);
+    } else {
+      for (int byte = 4 * part; byte < row_bytes; byte += 4 * kThreadsPerRow)
+        cp_async_4(dst + byte, src + (valid ? byte : 0), valid);
     }
-    if (quant_ == FMHA_KV_QUANT_FP8 && per_row_) {
-      for (int i = tid; i < 2 * kBlockN; i += kThreads) {
-        const bool is_k = i < kBlockN;
-        const int row = is_k ? i : i - kBlockN;
-        const int32_t key = tile_start + row;
-        const bool valid = key < kv_end;
-        const uint32_t *src = is_k ? k_scale_ : v_scale_;
-        if (valid)
-          src += offset_of(key, is_k ? k_scale_stride0_ : v_scale_stride0_, is_k ? k_scale_stride1_ : v_scale_stride1_);
-        cp_async_4(stage + kStagedScaleOffset + 4 * i, src, valid);
-      }
+    if (!int4_ && per_row_ && part == 0) {
+      const uint32_t *scale = is_k ? k_scale_ : v_scale_;
+      if (valid)
+        scale += is_k ? outer * k_scale_stride0_ + inner * k_scale_stride1_
+                      : outer * v_scale_stride0_ + inner * v_scale_stride1_;
+      cp_async_4(stage + kStagedScaleOffset + 4 * staged_row, scale, valid);
     }
   }
 
-  // Decodes the staged tile into the operand tiles (K: kKTiles tiles of
-  // kTileBytes, hi then lo; V: one fp16 tile). Between two __syncthreads().
-  __device__ void dequantise(const uint8_t *stage, uint8_t *k_tiles, uint8_t *v_tile, int tid) const {
-    const int k_chunks = head_dim_qk_ / 8;
-    const int v_chunks = head_dim_v_ / 8;
-    for (int i = tid; i < kBlockN * kChunksPerRow; i += kThreads) {
-      const int row = i / kChunksPerRow;
-      const int c = i % kChunksPerRow;
-      const uint32_t offset = swizzled<kRowBytes>(row, c);
-      float x[8];
-      if (c < k_chunks) {
-        decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, head_dim_qk_, c, x);
-        if constexpr (kSplitK) {
-          uint32_t hi[4];
-          uint32_t lo[4];
+  // Decodes the staged tile into the fp16 operand tiles. Between two
+  // __syncthreads().
+  __device__ void dequantise(const uint8_t *stage, uint8_t *k_tile, uint8_t *v_tile, int tid) const {
+    const int first_row = tid / kChunksPerRow;
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const __nv_bfloat162 h = __floats2bfloat162_rn(x[2 * j], x[2 * j + 1]);
-            const float2 r = __bfloat1622float2(h);
-            hi[j] = *reinterpret_cast<const uint32_t *>(&h);
-            lo[j] = pack2<__nv_bfloat16>(x[2 * j] - r.x, x[2 * j + 1] - r.y);
-          }
-          *reinterpret_cast<uint4 *>(k_tiles + offset) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
-          *reinterpret_cast<uint4 *>(k_tiles + kTileBytes + offset) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-        } else {
-          *reinterpret_cast<uint4 *>(k_tiles + offset) = pack8_half(x);
-        }
-      }
-      if (c < v_chunks) {
-        decode_chunk(stage + kBlockN * kStagedRowBytes + row * kStagedRowBytes,
-                     stage + kStagedScaleOffset + 4 * (kBlockN + row), v_fixed_, head_dim_v_, c, x);
-        *reinterpret_cast<uint4 *>(v_tile + offset) = pack8_half(x);
-      }
+    for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
+      const int row = first_row + pass * kRowsPerPass;
+      const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
+      if (k_chunk_valid_)
+        *reinterpret_cast<uint4 *>(k_tile + offset) =
+            decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, k_coefficient_);
+      if (v_chunk_valid_)
+        *reinterpret_cast<uint4 *>(v_tile + offset) =
+            decode_chunk(stage + (kBlockN + row) * kStagedRowBytes, stage + kStagedScaleOffset + 4 * (kBlockN + row),
+                         v_fixed_, v_coefficient_);
     }
   }
 
  private:
-  __device__ __forceinline__ float2 decode_scale(uint32_t word) const {
-    return f16x2_ ? scale_shift(word) : make_float2(__uint_as_float(word), 0.f);
-  }
-
-  // Dims 8c .. 8c + 7 of one staged row (`scale_word`: its staged per-row
-  // fp8 scale).
-  __device__ __forceinline__ void decode_chunk(const uint8_t *row, const uint8_t *scale_word, float2 fixed,
-                                               int head_dim, int c, float (&x)[8]) const {
-    if (quant_ == FMHA_KV_QUANT_INT4) {
+  // Dims 8c .. 8c + 7 (c = chunk_) of one staged row as fp16: int4 with
+  // the row's coefficient word `coefficient`; fp8 with the staged per-row
+  // scale word `scale_word` or the CTA's `fixed` one.
+  __device__ __forceinline__ uint4 decode_chunk(const uint8_t *row, const uint8_t *scale_word, uint32_t fixed,
+                                                int coefficient) const {
+    if (int4_) {
       const uint32_t *words = reinterpret_cast<const uint32_t *>(row);
-      const float2 s = scale_shift(words[(8 * c) / (head_dim / groups_)]);
-      const uint32_t nibbles = words[groups_ + c];
+      const uint32_t coefficients = words[coefficient];
+      return int4_word_to_half(words[groups_ + chunk_], __half2half2(__ushort_as_half(coefficients & 0xffffu)),
+                               __half2half2(__ushort_as_half(coefficients >> 16)));
+    }
+    const uint32_t word = per_row_ ? *reinterpret_cast<const uint32_t *>(scale_word) : fixed;
+    const uint2 codes = *reinterpret_cast<const uint2 *>(row + 8 * chunk_);
+    const __half2 values[4] = {fp8_pair_to_half(codes.x, fnuz_), fp8_pair_to_half(codes.x >> 16, fnuz_),
+                               fp8_pair_to_half(codes.y, fnuz_), fp8_pair_to_half(codes.y >> 16, fnuz_)};
+    uint32_t out[4];
+    if (f16x2_) {
+      // fp16 scale and shift: one fp16 FMA, rounded once.
+      const __half2 scale = __half2half2(__ushort_as_half(word & 0xffffu));
+      const __half2 shift = __half2half2(__ushort_as_half(word >> 16));
 #pragma unroll
-      for (int j = 0; j < 8; ++j) x[j] = static_cast<float>((nibbles >> (4 * j)) & 15u) * s.x + s.y;
+      for (int j = 0; j < 4; ++j) {
+        const __half2 x = __hfma2(values[j], scale, shift);
+        out[j] = *reinterpret_cast<const uint32_t *>(&x);
+      }
     } else {
-      const float2 s = per_row_ ? decode_scale(*reinterpret_cast<const uint32_t *>(scale_word)) : fixed;
-      const uint2 codes = *reinterpret_cast<const uint2 *>(row + 8 * c);
+      // fp32 scale: the product in fp32, then rounded to fp16.
+      const float scale = __uint_as_float(word);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t word = j < 4 ? codes.x : codes.y;
-        x[j] = fp8_value(word >> (8 * (j % 4)), fnuz_) * s.x + s.y;
+      for (int j = 0; j < 4; ++j) {
+        const float2 v = __half22float2(values[j]);
+        out[j] = pack2<__half>(v.x * scale, v.y * scale);
       }
     }
-  }
-
-  __device__ __forceinline__ static uint4 pack8_half(const float (&x)[8]) {
-    return make_uint4(pack2<__half>(x[0], x[1]), pack2<__half>(x[2], x[3]), pack2<__half>(x[4], x[5]),
-                      pack2<__half>(x[6], x[7]));
-  }
-
-  // Offset of key `key` of this sequence in a [B or pages, rows, ...] view
-  // with these two outer strides (K/V rows: bytes; per-row scales: words).
-  __device__ __forceinline__ int64_t offset_of(int32_t key, int64_t stride0, int64_t stride1) const {
-    int64_t outer;
-    int64_t inner;
-    locate(key, &outer, &inner);
-    return outer * stride0 + inner * stride1;
+    return make_uint4(out[0], out[1], out[2], out[3]);
   }
 
   // Key `key` sits at [outer, inner] of the [B or pages, rows] view.
@@ -268,24 +293,25 @@ class QuantKvTileLoader {
 
   const SeqLayout &seq_;
   const int64_t batch_;
-  const int32_t quant_;
+  const bool int4_;
   const int32_t groups_;
   const bool fnuz_;
   const bool f16x2_;
   const bool per_row_;
   const bool copy16_;
-  const int32_t head_dim_qk_;
-  const int32_t head_dim_v_;
   const uint8_t *k_;
   const uint8_t *v_;
   int64_t k_stride0_, k_stride1_, v_stride0_, v_stride1_;  // bytes
   int32_t k_row_bytes_, v_row_bytes_;
+  int chunk_;
+  bool k_chunk_valid_, v_chunk_valid_;
+  int k_coefficient_ = 0, v_coefficient_ = 0;
   const uint32_t *k_scale_ = nullptr;
   const uint32_t *v_scale_ = nullptr;
   int64_t k_scale_stride0_ = 0, k_scale_stride1_ = 0;  // words
   int64_t v_scale_stride0_ = 0, v_scale_stride1_ = 0;
-  float2 k_fixed_ = {1.f, 0.f};
-  float2 v_fixed_ = {1.f, 0.f};
+  uint32_t k_fixed_ = 0;  // per-head / per-tensor scale word
+  uint32_t v_fixed_ = 0;
   int64_t seq_offset_ = 0;
   int64_t outer_ = 0;
 };

@@ -53,14 +53,16 @@ struct QuantStageBytes<Loader, true> {
 // Tile shape and shared-memory layout for one (Q dtype, head-dim bucket,
 // K/V kind). Native: K and V arrive in T and the MMAs take T (bf16 P split
 // in two, below). kQuantised: K/V are int4 or fp8, staged packed and
-// dequantised per tile (quant_tile_loader.cuh) into one K operand tile in T
-// (split hi + lo beside bf16 Q, so K keeps ~16 bits) and one fp16 V tile;
-// P is then fp16 too. T is fp16 also for fp8 Q, whose codes fp16 holds
-// exactly.
+// dequantised per tile (quant_tile_loader.cuh) into fp16 K and V operand
+// tiles, and every MMA is fp16. bf16 Q is then split once per piece into
+// an fp16 high and low part (kSplitQ) after a power-of-two scale per row
+// that keeps it in fp16's range: Q keeps ~22 bits, two MMAs per k-step.
+// T is fp16 also for fp8 Q, whose codes fp16 holds exactly.
 template <typename T, int kHeadDimBucket, bool kQuantisedKv = false>
 struct ForwardTile {
   static constexpr bool kQuantised = kQuantisedKv;
-  using QkType = T;
+  using QkType = T;  // Q's dtype in memory
+  using QkMmaType = std::conditional_t<kQuantised, __half, T>;
   using PvType = std::conditional_t<kQuantised, __half, T>;
   static constexpr int kHeadDim = kHeadDimBucket;
   static constexpr int kThreads = 128;
@@ -71,7 +73,12 @@ struct ForwardTile {
   // quantised tiles use 32: their operand tiles are single-buffered and the
   // dequantisation per tile is on the critical path, so shorter tiles and
   // more resident CTAs overlap it best.
-  static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
+#ifndef FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N
+#define FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N 32
+#endif
+  static constexpr int kBlockN = kQuantised && kHeadDim <= 128 ? FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N
+                                 : kQuantised || kHeadDim > 128 ? 32
+                                                                : 64;
   // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
   // chain a few warps cannot hide, so more resident CTAs beat deeper
   // pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
@@ -90,24 +97,25 @@ struct ForwardTile {
   // parts (P to ~16 bits) and PV takes two MMAs; fp16's 11 bits suffice.
   // The MMAs are far from the bound of this memory-bound kernel.
   static constexpr bool kSplitP = std::is_same_v<PvType, __nv_bfloat16>;
-  static constexpr bool kSplitK = kQuantised && std::is_same_v<T, __nv_bfloat16>;
+  static constexpr bool kSplitQ = kQuantised && std::is_same_v<T, __nv_bfloat16>;
+  static constexpr int kQTiles = kSplitQ ? 2 : 1;
   static constexpr int kPTiles = kSplitP ? 2 : 1;
   static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(PvType));
   // Separate O accumulators for the two parts, except at D 512 (registers).
   static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 ? 2 : 1;
 
-  using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads, kSplitK>,
+  using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads>,
                                     KvTileLoader<T, kHeadDim, kBlockN, kThreads>>;
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static_assert(Loader::kRowBytes == kRowBytes && Loader::kTileBytes == kTileBytes, "loader and tile agree");
 
   // Native: Q [16][kHeadDim] swizzled, then kStages K tiles and kStages V
-  // tiles. Quantised: Q, the K operand tile(s), the V operand tile, then
-  // kStages staging areas of packed rows.
+  // tiles. Quantised: Q (hi, lo with kSplitQ), the K and the V operand
+  // tile, then kStages staging areas of packed rows.
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kRows * kRowBytes;
-  static constexpr int kKBytes = kQuantised ? (kSplitK ? 2 : 1) * kTileBytes : kStages * kTileBytes;
+  static constexpr int kKOffset = kQOffset + kQTiles * kRows * kRowBytes;
+  static constexpr int kKBytes = kQuantised ? kTileBytes : kStages * kTileBytes;
   static constexpr int kVOffset = kKOffset + kKBytes;
   static constexpr int kVBytes = kQuantised ? kTileBytes : kStages * kTileBytes;
   static constexpr int kStagingOffset = kVOffset + kVBytes;
@@ -115,7 +123,8 @@ struct ForwardTile {
   static constexpr int kPOffset = kStagingOffset + kStagingBytes;  // P [kPTiles][16][kPStride]
   static constexpr int kMaxOffset = kPOffset + kPTiles * kPTileBytes;
   static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * static_cast<int>(sizeof(float));
-  static constexpr int kSmemBytes = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
+  static constexpr int kQScaleOffset = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
+  static constexpr int kSmemBytes = kQScaleOffset + (kSplitQ ? kRows * static_cast<int>(sizeof(float)) : 0);
 
   static_assert(kKeysPerWarp == 8 || kKeysPerWarp == 16, "S tile of a warp: one or two n8 tiles");
   static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: pairs of n8 tiles");
@@ -369,13 +378,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       else
         loader.load(k_base + s * Tile::kTileBytes, v_base + s * Tile::kTileBytes, tile_start, kv_hi);
     };
-    const auto make_loader = [&]() {
-      if constexpr (Tile::kQuantised)
-        return typename Tile::Loader(p, piece.batch, group, head_kv);
-      else
-        return typename Tile::Loader(p, piece.batch, group, head_kv, tid);
-    };
-    const typename Tile::Loader loader = make_loader();
+    const typename Tile::Loader loader(p, piece.batch, group, head_kv, tid);
     if constexpr (Tile::kQuantised)
       loader.zero_tiles(k_tiles, v_tiles, tid);
     else
@@ -385,7 +388,63 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     // cp.async group together with K/V tile 0. fp8 Q is converted on the
     // way (its codes are exact in fp16).
     constexpr int kChunks = kRowBytes / 16;
-    if (Tile::kQuantised && p.q_fp8) {
+    if constexpr (Tile::kSplitQ) {
+      // bf16 Q to fp16 hi + lo. A row's kChunks chunks are adjacent lanes
+      // of one warp, which agree on the row's scale 2^e (max |q| * 2^e in
+      // [2^14, 2^15): no fp16 overflow, the low part mostly normal); the
+      // scores are multiplied back by 2^-e.
+      static_assert(32 % kChunks == 0 && (Tile::kRows * kChunks) % Tile::kThreads == 0, "rows within warps");
+      const __nv_bfloat16 *q = static_cast<const __nv_bfloat16 *>(p.q);
+      float *const q_row_scale = reinterpret_cast<float *>(smem + Tile::kQScaleOffset);
+      for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
+        const int row = i / kChunks;
+        const int c = i % kChunks;
+        float x[8] = {};
+        if (row < rows_here && c * 8 < p.head_dim_qk) {
+          const int32_t packed = row0 + row;
+          const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+          const int64_t offset = queries.batch * p.q_stride[0] +
+                                 static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
+                                 group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+          const uint4 raw = *reinterpret_cast<const uint4 *>(q + offset);
+          const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            x[2 * j] = __uint_as_float(words[j] << 16);
+            x[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+          }
+        }
+        float top = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) top = fmaxf(top, fabsf(x[j]));
+#pragma unroll
+        for (int lanes = kChunks / 2; lanes > 0; lanes /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, lanes));
+        // exponent(top) = floor(log2(top)); the shift stays inside fp32's
+        // normal range; zero, inf and NaN rows keep scale 1.
+        int shift = 0;
+        if (top > 0.f && top <= 3.0e38f)
+          shift = min(14 - (static_cast<int>((__float_as_uint(top) >> 23) & 0xffu) - 127), 126);
+        const float up = __int_as_float((127 + shift) << 23);
+        uint32_t hi[4];
+        uint32_t lo[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float a = x[2 * j] * up;
+          const float b = x[2 * j + 1] * up;
+          const __half2 h = __floats2half2_rn(a, b);
+          const float2 r = __half22float2(h);
+          hi[j] = *reinterpret_cast<const uint32_t *>(&h);
+          lo[j] = pack2<__half>(a - r.x, b - r.y);
+        }
+        *reinterpret_cast<uint4 *>(q_tile + swizzled<kRowBytes>(row, c)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        *reinterpret_cast<uint4 *>(q_tile + Tile::kRows * kRowBytes + swizzled<kRowBytes>(row, c)) =
+            make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        if (c == 0) q_row_scale[row] = __int_as_float((127 - shift) << 23);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < 2; ++r) row_scale[r] *= q_row_scale[quad_row + 8 * r];
+    } else if (Tile::kQuantised && p.q_fp8) {
       const uint8_t *q = static_cast<const uint8_t *>(p.q);
       const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
       for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
@@ -480,28 +539,27 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         for (int nt = 0; nt < kNS; ++nt) s_part[h][nt][0] = s_part[h][nt][1] = s_part[h][nt][2] = s_part[h][nt][3] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-        uint32_t a[4];
-        ldmatrix_x4(a, q_base + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
+        using QkMma = typename Tile::QkMmaType;
+        uint32_t a[Tile::kQTiles][4];
+#pragma unroll
+        for (int part = 0; part < Tile::kQTiles; ++part)
+          ldmatrix_x4(a[part], q_base + part * Tile::kRows * kRowBytes + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
         if constexpr (kNS == 2) {
           uint32_t b[4];
           const int key = key0 + (lane / 16) * 8 + lane % 8;
           ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-          mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
-          mma_16x8x16<T>(s_part[ks % 2][1], a, b[2], b[3]);
-          if constexpr (Tile::kSplitK) {
-            ldmatrix_x4(b, k_stage + Tile::kTileBytes + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-            mma_16x8x16<T>(s_part[(ks + 1) % 2][0], a, b[0], b[1]);
-            mma_16x8x16<T>(s_part[(ks + 1) % 2][1], a, b[2], b[3]);
+#pragma unroll
+          for (int part = 0; part < Tile::kQTiles; ++part) {
+            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
+            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][1], a[part], b[2], b[3]);
           }
         } else {
           uint32_t b[2];
           const int key = key0 + lane % 8;
           ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-          mma_16x8x16<T>(s_part[ks % 2][0], a, b[0], b[1]);
-          if constexpr (Tile::kSplitK) {
-            ldmatrix_x2(b, k_stage + Tile::kTileBytes + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-            mma_16x8x16<T>(s_part[(ks + 1) % 2][0], a, b[0], b[1]);
-          }
+#pragma unroll
+          for (int part = 0; part < Tile::kQTiles; ++part)
+            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
         }
       }
       float s[kNS][4];
