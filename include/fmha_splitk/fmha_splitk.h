@@ -255,7 +255,9 @@ typedef enum fmha_problem_flags {
    *  product with fp8 V. */
   FMHA_FLAG_FP8_PV = 1u << 4,
   /** Validate device-side metadata inside the kernels (lengths against
-   *  capacity, page ids against the page count, monotonic offsets). */
+   *  capacity, page ids against the page count, monotonic offsets): a
+   *  sequence that fails is treated as empty and reported by
+   *  fmha_splitk_check_status(). Without the flag the checks cost nothing. */
   FMHA_FLAG_CHECKED = 1u << 5
 } fmha_problem_flags;
 
@@ -671,7 +673,8 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_create_plan(
 FMHA_SPLITK_EXPORT void fmha_splitk_destroy_plan(fmha_splitk_plan_t plan);
 
 /**
- * Workspace bytes a run of this plan needs (0 when split_k is 1).
+ * Workspace bytes a run of this plan needs (0 when split_k is 1, unless a
+ * GPU plan is FMHA_FLAG_CHECKED: its report lives in the workspace).
  * @return SUCCESS; INVALID_ARGUMENT if `plan` or `size` is NULL.
  * Thread safety: safe; the plan is read-only after creation.
  */
@@ -704,6 +707,39 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_get_plan_info(
  */
 FMHA_SPLITK_EXPORT fmha_status fmha_splitk_run(fmha_splitk_plan_t plan,
                                                const fmha_splitk_args *args);
+
+/**
+ * Reports what the device-side checks of FMHA_FLAG_CHECKED runs found.
+ *
+ * A checked run validates the device-side metadata (lengths against the
+ * capacity, page ids against the page count, offsets monotonic and in
+ * range) inside its kernels, treats every sequence that fails as empty
+ * (nothing of it is read or written: its O and LSE rows keep what they
+ * held) and records the first failing sequence (the lowest index) in the
+ * workspace. This call synchronises `stream`, reads that record, and
+ * clears it, so the next call (or the next run) starts clean. Each run
+ * zeroes the record before it checks: call this after every run whose
+ * metadata you want reported (a later run on the same workspace overwrites
+ * the report).
+ *
+ * @param plan       the plan the run used.
+ * @param workspace  the workspace the run used (NULL: the plan's own).
+ * @param stream     the run's stream (cudaStream_t / hipStream_t; NULL: the
+ *                   default stream); ignored on CPU.
+ * @return SUCCESS when the run saw no violation, when the plan is not
+ *         checked, or when its backend validates before computing (the CPU
+ *         backend's runs already fail with INVALID_ARGUMENT); else
+ *         INVALID_ARGUMENT with a message naming the sequence, the field and
+ *         the value, e.g. "kv_seqlen[3] = 5000 exceeds the capacity 4096 (k
+ *         has 4096 rows per sequence)"; INVALID_ARGUMENT if `plan` is NULL;
+ *         DEVICE_ERROR (synchronisation or copy failure, or a fault of the
+ *         run itself).
+ * Thread safety: as fmha_splitk_run(); with workspace NULL it waits for the
+ * plan's own workspace.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_splitk_check_status(fmha_splitk_plan_t plan,
+                                                        void *workspace,
+                                                        void *stream);
 
 /**
  * Merges partial attention results (see fmha_merge_args). Allocates nothing;

@@ -354,6 +354,30 @@ class Plan:
         args.stream = call.stream or None
         check(lib().fmha_splitk_run(handle, ctypes.byref(args)), "fmha_splitk_run")
 
+    def check_status(self, workspace=None, stream=None):
+        """Reports what the device-side checks of a checked run found
+        (``fmha_splitk_check_status``).
+
+        With ``Flag.CHECKED`` a GPU run validates the lengths, offsets and
+        page ids on the device, skips every sequence that fails (its output
+        rows are not written) and records the first one in the workspace.
+        This waits for ``stream``, raises the record as an error and clears
+        it; call it after each run to check, with the same workspace (None:
+        the plan's own) and stream. Returns None when nothing was recorded,
+        for unchecked plans and on the CPU backend (whose runs reject bad
+        metadata themselves).
+
+        Raises:
+            InvalidArgumentError: the run met bad metadata; the message names
+                the sequence, the field and the value.
+            ValueError: the plan is closed.
+            Error: synchronising or reading the record failed.
+        """
+        handle = self._live_handle()
+        call = _Call(stream)
+        address, _ = call.workspace(workspace)
+        check(lib().fmha_splitk_check_status(handle, address, call.stream or None), "fmha_splitk_check_status")
+
     def close(self):
         """Destroys the plan (``fmha_splitk_destroy_plan``); idempotent. The
         caller must make sure no run using the plan's own workspace is still

@@ -117,6 +117,7 @@ def _declare(lib):
         "fmha_splitk_plan_workspace_size": (status, [plan_t, ctypes.POINTER(ctypes.c_size_t)]),
         "fmha_splitk_get_plan_info": (status, [plan_t, ctypes.POINTER(_abi.PlanInfoStruct)]),
         "fmha_splitk_run": (status, [plan_t, ctypes.POINTER(_abi.RunArgs)]),
+        "fmha_splitk_check_status": (status, [plan_t, ctypes.c_void_p, ctypes.c_void_p]),
         "fmha_merge": (status, [ctypes.POINTER(_abi.MergeArgs)]),
         "fmha_merge_backward": (status, [ctypes.POINTER(_abi.MergeBackwardArgs)]),
         "fmha_quantize_kv": (status, [ctypes.POINTER(_abi.QuantizeKvArgs)]),

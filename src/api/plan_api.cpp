@@ -43,3 +43,11 @@ fmha_status fmha_splitk_run(fmha_splitk_plan_t plan, const fmha_splitk_args *arg
   return fmha::api::succeed();
   FMHA_API_END
 }
+
+fmha_status fmha_splitk_check_status(fmha_splitk_plan_t plan, void *workspace, void *stream) {
+  FMHA_API_BEGIN
+  if (plan == nullptr) invalid("plan is NULL");
+  fmha::core::check_plan_status(*plan, workspace, stream);
+  return fmha::api::succeed();
+  FMHA_API_END
+}

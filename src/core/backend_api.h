@@ -242,6 +242,13 @@ typedef struct fmha_backend_v1 {
   void (*free)(int32_t device_id, void *ptr);
   /** Called once when the core unloads the backend. May be NULL. */
   void (*shutdown)(void);
+  /** FMHA_FLAG_CHECKED plans only: waits for `stream`, turns the violation
+   *  record a checked run left in `workspace` (never NULL: the core
+   *  substitutes the plan's) into INVALID_ARGUMENT with a message naming
+   *  the sequence, field and value, and clears it. NULL: the backend
+   *  validates before computing and leaves nothing to report (the core
+   *  answers SUCCESS). Appended: tables end here from this field on. */
+  fmha_status (*check_status)(const fmha_plan_data *plan, void *workspace, void *stream, fmha_msg msg);
 } fmha_backend_v1;
 
 typedef int32_t (*fmha_backend_score_fn)(void);

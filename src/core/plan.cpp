@@ -90,6 +90,20 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
   check_backend(plan.backend.run(&plan.data, &views, message.msg()), message, plan.backend.name, "run");
 }
 
+void check_plan_status(fmha_splitk_plan_s &plan, void *workspace, void *stream) {
+  if (!(plan.data.problem.flags & FMHA_FLAG_CHECKED) || plan.backend.check_status == nullptr) return;
+  const bool owned = workspace == nullptr;
+  if (owned) workspace = plan.owned_workspace;
+  // No workspace: no run of this plan can have recorded anything.
+  if (workspace == nullptr) return;
+  // The plan's own workspace may be in use by a run on another thread.
+  std::unique_lock<std::mutex> lock(plan.owned_workspace_lock, std::defer_lock);
+  if (owned) lock.lock();
+  BackendMessage message;
+  check_backend(plan.backend.check_status(&plan.data, workspace, stream, message.msg()), message, plan.backend.name,
+                "check_status");
+}
+
 fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan) {
   const fmha_plan_data &data = plan.data;
   fmha_splitk_plan_info info;

@@ -36,6 +36,11 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args);
 
 fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan);
 
+// fmha_splitk_check_status: nothing to report unless the plan is checked and
+// its backend records violations on the device; `workspace` NULL is the
+// plan's own.
+void check_plan_status(fmha_splitk_plan_s &plan, void *workspace, void *stream);
+
 }  // namespace fmha::core
 
 #endif  // FMHA_SPLITK_CORE_PLAN_H_

@@ -28,6 +28,7 @@ void fmha_abi_header_c99(void) {
   fmha_status (*workspace_size)(fmha_splitk_plan_t, size_t *) = fmha_splitk_plan_workspace_size;
   fmha_status (*get_plan_info)(fmha_splitk_plan_t, fmha_splitk_plan_info *) = fmha_splitk_get_plan_info;
   fmha_status (*run)(fmha_splitk_plan_t, const fmha_splitk_args *) = fmha_splitk_run;
+  fmha_status (*check_status)(fmha_splitk_plan_t, void *, void *) = fmha_splitk_check_status;
   fmha_status (*merge)(const fmha_merge_args *) = fmha_merge;
   fmha_status (*merge_backward)(const fmha_merge_backward_args *) = fmha_merge_backward;
   fmha_status (*quantize_kv)(const fmha_quantize_kv_args *) = fmha_quantize_kv;
@@ -48,6 +49,7 @@ void fmha_abi_header_c99(void) {
   (void)destroy_plan;
   (void)workspace_size;
   (void)get_plan_info;
+  (void)check_status;
   (void)run;
   (void)merge;
   (void)merge_backward;

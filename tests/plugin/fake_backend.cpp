@@ -86,6 +86,7 @@ const fmha_backend_v1 table = {FAKE_API_VERSION,
                                merge_backward,
                                alloc,
                                release,
+                               nullptr,
                                nullptr};
 
 }  // namespace

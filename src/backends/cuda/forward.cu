@@ -26,6 +26,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/forward_kernels.cuh"
 #include "backends/cuda/kernels/splitk_forward.cuh"
+#include "backends/cuda/metadata_check.cuh"
 #include "backends/cuda/schedule_device.cuh"
 #include "core/schedule.h"
 
@@ -113,7 +114,6 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const bool quantised = problem.kv_quant != FMHA_KV_QUANT_NONE;
   if ((problem.flags & FMHA_FLAG_V_FROM_K) || problem.head_dim_qk == 576)
     return not_supported(msg, "MLA decode (FMHA_FLAG_V_FROM_K, head_dim_qk 576)");
-  if (problem.flags & FMHA_FLAG_CHECKED) return not_supported(msg, "FMHA_FLAG_CHECKED (device-side metadata checks)");
   // fp8 Q (FMHA_FLAG_FP8_QK) comes with fp8 K/V (the core checks).
   if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16 &&
       !(problem.q_dtype == FMHA_DTYPE_FP8 && quantised)) {
@@ -212,6 +212,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     default:
       write_msg(msg, "internal: unknown schedule %d", plan->schedule);
       return FMHA_STATUS_INTERNAL_ERROR;
+  }
+  if (problem.flags & FMHA_FLAG_CHECKED) {
+    // The check's record and per-sequence flags: the workspace's last
+    // region, which run_forward and the status read find from its end.
+    plan->workspace_size = align_up(plan->workspace_size) + checked_region_bytes(problem.batch);
   }
   config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
   std::memcpy(plan->backend_private, &config, sizeof(config));
@@ -369,6 +374,26 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     params.fp8_pv = (problem.flags & FMHA_FLAG_FP8_PV) != 0;
     params.fp8_bias = problem.fp8_format == FMHA_FP8_E4M3FNUZ ? 8 : 7;
     params.fp8_max = problem.fp8_format == FMHA_FP8_E4M3FNUZ ? 240.f : 448.f;
+  }
+
+  if (problem.flags & FMHA_FLAG_CHECKED) {
+    // Before every pass that reads the metadata: the scheduling pass, the
+    // forward and the combine kernels see a bad sequence as empty.
+    uint8_t *const region = workspace + checked_region_offset(plan);
+    const fmha_view &v = views.v.data != nullptr ? views.v : views.k;
+    MetadataLimits limits{};
+    if (problem.kv_layout == FMHA_KV_PADDED || problem.kv_layout == FMHA_KV_GAPPY) {
+      limits.kv_capacity = std::min(views.k.shape[1], v.shape[1]);
+      limits.kv_rows = limits.kv_capacity;
+    }
+    if (problem.kv_layout == FMHA_KV_PAGED || problem.kv_layout == FMHA_KV_RAGGED)
+      limits.num_pages = std::min(views.k.shape[0], v.shape[0]);
+    if (problem.kv_layout == FMHA_KV_PAGED) limits.table_columns = views.block_table.shape[1];
+    if (problem.kv_layout == FMHA_KV_RAGGED) limits.kv_indices_len = views.kv_indices.shape[0];
+    if (problem.q_layout == FMHA_Q_VARLEN) limits.total_q = views.q.shape[1];
+    const fmha_status st = launch_metadata_check(seq, limits, region, stream, msg);
+    if (st != FMHA_STATUS_SUCCESS) return st;
+    seq.seq_bad = checked_seq_flags(region);
   }
 
   if (work.source == PieceSource::kScheduled) {

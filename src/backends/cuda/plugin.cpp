@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/forward.h"
 #include "backends/cuda/merge.h"
+#include "backends/cuda/metadata_check.h"
 #include "core/backend_api.h"
 
 namespace fmha::cuda {
@@ -109,6 +110,13 @@ fmha_status run(const fmha_plan_data *plan_data, const fmha_run_views *views, fm
   return run_forward(*plan_data, *views, static_cast<cudaStream_t>(views->stream), msg);
 }
 
+fmha_status check_status(const fmha_plan_data *plan_data, void *workspace, void *stream, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(plan_data->device.device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return read_check_status(*plan_data, workspace, static_cast<cudaStream_t>(stream), msg);
+}
+
 // Merge views carry no device id: the kernels run where the output lives.
 fmha_status merge_entry(const fmha_merge_views *views, fmha_msg msg) {
   ScopedDevice device;
@@ -168,6 +176,7 @@ fmha_backend_v1 make_table() {
   // Nothing to release: the table is static, and resetting devices would
   // destroy the application's own CUDA state.
   table.shutdown = nullptr;
+  table.check_status = check_status;
   return table;
 }
 

@@ -39,7 +39,16 @@ struct SeqLayout {
   int64_t kv_indices_stride;
   const int32_t *kv_last_page_len;  // RAGGED, optional
   int64_t kv_last_page_len_stride;
+  // FMHA_FLAG_CHECKED: [batch] flags the metadata check (metadata_check.cu)
+  // wrote; a nonzero one makes its sequence empty (no keys, no queries), so
+  // that nothing of it is read or written. NULL when unchecked: one test.
+  const uint8_t *seq_bad;
 };
+
+// True when the checked run found sequence b's metadata bad.
+__device__ __forceinline__ bool sequence_bad(const SeqLayout &s, int32_t b) {
+  return s.seq_bad != nullptr && s.seq_bad[b] != 0;
+}
 
 // How the pieces of a run are found.
 enum class PieceSource : int32_t {
@@ -158,6 +167,7 @@ struct ForwardParams {
 // the device, and a bad one must not make the partition exceed the bounds
 // the workspace was sized for.
 __device__ __forceinline__ int32_t kv_length(const SeqLayout &s, int32_t b) {
+  if (sequence_bad(s, b)) return 0;
   int64_t len;
   switch (s.kv_layout) {
     case FMHA_KV_DENSE:
@@ -187,6 +197,9 @@ struct QueryRange {
 };
 
 __device__ __forceinline__ QueryRange query_range(const SeqLayout &s, int32_t b) {
+  // A bad sequence has no queries: its O / LSE rows are not written (with a
+  // bad q_seqstart they might not even be in bounds).
+  if (sequence_bad(s, b)) return QueryRange{s.q_layout != FMHA_Q_VARLEN ? b : 0, 0, 0};
   if (s.q_layout != FMHA_Q_VARLEN) return QueryRange{b, 0, s.max_q_seqlen};
   const int32_t start = s.q_seqstart[b * s.q_seqstart_stride];
   int32_t count = s.q_seqstart[(b + 1) * s.q_seqstart_stride] - start;
