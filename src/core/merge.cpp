@@ -37,11 +37,13 @@ struct PartialArgs {
 
 std::string arg_name(const PartialArgs &partials, const char *field) { return cat("args.", partials.prefix, field); }
 
-TensorRule o_rule(std::string name, const MergeShape &shape, bool stacked, int64_t count) {
+// The rules borrow `name` (TensorRule): a temporary lives through the
+// canonical_view() call around it.
+TensorRule o_rule(const std::string &name, const MergeShape &shape, bool stacked, int64_t count) {
   TensorRule rule;
-  rule.name = std::move(name);
+  rule.name = name.c_str();
   rule.dims = {{"B", shape.batch}, {"M", shape.rows}, {"G", shape.groups}, {"H", shape.heads}, {"D", shape.head_dim}};
-  if (stacked) rule.dims.insert(rule.dims.begin(), DimSpec{"N", count});
+  if (stacked) rule.dims.push_front(DimSpec{"N", count});
   rule.g_axis = stacked ? 3 : 2;
   rule.contiguous_last = true;
   rule.elems = kFloatElems;
@@ -49,11 +51,11 @@ TensorRule o_rule(std::string name, const MergeShape &shape, bool stacked, int64
   return rule;
 }
 
-TensorRule lse_rule(std::string name, const MergeShape &shape, bool stacked, int64_t count) {
+TensorRule lse_rule(const std::string &name, const MergeShape &shape, bool stacked, int64_t count) {
   TensorRule rule;
-  rule.name = std::move(name);
+  rule.name = name.c_str();
   rule.dims = {{"B", shape.batch}, {"G", shape.groups}, {"H", shape.heads}, {"M", shape.rows}};
-  if (stacked) rule.dims.insert(rule.dims.begin(), DimSpec{"N", count});
+  if (stacked) rule.dims.push_front(DimSpec{"N", count});
   rule.g_axis = stacked ? 2 : 1;
   rule.elems = elem_bit(FMHA_ELEM_F32);
   rule.elems_text = "float32";

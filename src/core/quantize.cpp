@@ -143,12 +143,13 @@ void check_on_host(const DLTensor *tensor, const char *name) {
              "; fmha_quantize_kv runs on the host: quantise a kDLCPU tensor, then copy the result to the device"));
 }
 
-TensorRule make_rule(const char *name, std::vector<DimSpec> dims, uint32_t elems, std::string elems_text) {
+// The rule borrows `elems_text` (TensorRule).
+TensorRule make_rule(const char *name, const std::vector<DimSpec> &dims, uint32_t elems, const char *elems_text) {
   TensorRule rule;
   rule.name = name;
-  rule.dims = std::move(dims);
+  for (const DimSpec &dim : dims) rule.dims.push_back(dim);
   rule.elems = elems;
-  rule.elems_text = std::move(elems_text);
+  rule.elems_text = elems_text;
   return rule;
 }
 
@@ -242,9 +243,9 @@ Quantization validate(const fmha_quantize_kv_args &args) {
       dst_dtype.code - kFp8CodeE4m3fn != args.fp8_format)
     invalid(cat("args.dst has dtype ", dl_dtype_string(dst_dtype), " but args.fp8_format = ", args.fp8_format, " (",
                 fp8_format_name(args.fp8_format), ")"));
-  TensorRule dst_rule = make_rule("args.dst", dst_dims, elem_bit(FMHA_ELEM_FP8),
-                                  cat("fp8 codes: uint8, float8 code ", kFp8CodeE4m3fn + args.fp8_format, " (",
-                                      fp8_format_name(args.fp8_format), ") or int32 words of four"));
+  const std::string dst_text = cat("fp8 codes: uint8, float8 code ", kFp8CodeE4m3fn + args.fp8_format, " (",
+                                   fp8_format_name(args.fp8_format), ") or int32 words of four");
+  TensorRule dst_rule = make_rule("args.dst", dst_dims, elem_bit(FMHA_ELEM_FP8), dst_text.c_str());
   dst_rule.fp8_format = args.fp8_format;
   dst_rule.fp8_words = true;
   dst_rule.contiguous_last = true;

@@ -12,27 +12,40 @@ namespace {
 
 enum class Use { required, optional, unused };
 
+// The accepted element types of a tensor and their text (see TensorRule).
 struct Elems {
   uint32_t bits;
-  std::string text;
+  const char *text;
   bool fp8_words;
+  // The problem's field that fixed them, named in messages when set.
+  const char *field = nullptr;
+  int32_t dtype = 0;
 };
 
 Elems dtype_elems(int32_t dtype, const char *field) {
-  const std::string source = cat(" (problem.", field, " = ", dtype_name(dtype), ")");
   switch (dtype) {
     case FMHA_DTYPE_F16:
-      return {elem_bit(FMHA_ELEM_F16), "float16" + source, false};
+      return {elem_bit(FMHA_ELEM_F16), "float16", false, field, dtype};
     case FMHA_DTYPE_BF16:
-      return {elem_bit(FMHA_ELEM_BF16), "bfloat16" + source, false};
+      return {elem_bit(FMHA_ELEM_BF16), "bfloat16", false, field, dtype};
     case FMHA_DTYPE_F32:
-      return {elem_bit(FMHA_ELEM_F32), "float32" + source, false};
+      return {elem_bit(FMHA_ELEM_F32), "float32", false, field, dtype};
     default:
-      return {elem_bit(FMHA_ELEM_FP8), "fp8 (uint8, a DLPack fp8 code or int32 words)" + source, true};
+      return {elem_bit(FMHA_ELEM_FP8), "fp8 (uint8, a DLPack fp8 code or int32 words)", true, field, dtype};
   }
 }
 
 Elems fixed_elems(fmha_elem_type elem) { return {elem_bit(elem), elem_name(elem), false}; }
+
+// Why a run needs a tensor or leaves it out, for messages: `text` then
+// `detail` ("problem.kv_quant = " "FMHA_KV_QUANT_NONE"), joined only when a
+// message needs it.
+struct Reason {
+  Reason(const char *reason_text) : text(reason_text) {}  // implicit: a literal is a reason
+  Reason(const char *reason_text, const char *reason_detail) : text(reason_text), detail(reason_detail) {}
+  const char *text;
+  const char *detail = "";
+};
 
 class RunChecker {
  public:
@@ -48,8 +61,8 @@ class RunChecker {
     const bool partials = (p_.flags & FMHA_FLAG_WRITE_PARTIALS) != 0;
     const bool v_from_k = (p_.flags & FMHA_FLAG_V_FROM_K) != 0;
     const bool fp8_kv = p_.kv_quant == FMHA_KV_QUANT_FP8;
-    const std::string kv_layout = kv_layout_name(p_.kv_layout);
-    const std::string q_layout = q_layout_name(p_.q_layout);
+    const char *kv_layout = kv_layout_name(p_.kv_layout);
+    const char *q_layout = q_layout_name(p_.q_layout);
 
     views.q = take(args.q, "args.q", Use::required, "every run", [&] { return q_rule(); });
     // The packed totals of VARLEN Q and GAPPY K fix the other tensors' shapes.
@@ -93,14 +106,14 @@ class RunChecker {
     views.kv_last_page_len = take(args.kv_last_page_len, "args.kv_last_page_len", ragged ? Use::optional : Use::unused,
                                   kv_layout, [&] { return metadata_rule("args.kv_last_page_len", "B", p_.batch); });
 
-    const std::string unquantised = cat("problem.kv_quant = ", kv_quant_name(p_.kv_quant));
+    const Reason unquantised("problem.kv_quant = ", kv_quant_name(p_.kv_quant));
     views.k_scale = take(args.k_scale, "args.k_scale", fp8_kv ? Use::required : Use::unused,
                          fp8_kv ? "fp8 K/V (problem.kv_quant = FMHA_KV_QUANT_FP8)" : unquantised,
                          [&] { return kv_scale_rule("args.k_scale"); });
     views.v_scale = take(args.v_scale, "args.v_scale", fp8_kv && !v_from_k ? Use::required : Use::unused,
                          !fp8_kv    ? unquantised
-                         : v_from_k ? std::string("FMHA_FLAG_V_FROM_K (args.k_scale applies)")
-                                    : std::string("fp8 K/V (problem.kv_quant = FMHA_KV_QUANT_FP8)"),
+                         : v_from_k ? Reason("FMHA_FLAG_V_FROM_K (args.k_scale applies)")
+                                    : Reason("fp8 K/V (problem.kv_quant = FMHA_KV_QUANT_FP8)"),
                          [&] { return kv_scale_rule("args.v_scale"); });
     const bool fp8_q = (p_.flags & FMHA_FLAG_FP8_QK) != 0;
     views.q_scale =
@@ -118,34 +131,36 @@ class RunChecker {
   // The view of `tensor` under the rule `make_rule()` builds, after checking
   // that its presence agrees with `use` (`context` says why).
   template <class MakeRule>
-  fmha_view take(const DLTensor *tensor, const char *name, Use use, const std::string &context, MakeRule make_rule) {
+  fmha_view take(const DLTensor *tensor, const char *name, Use use, const Reason &context, MakeRule make_rule) {
     if (tensor == nullptr) {
-      if (use == Use::required) invalid(cat(name, " is NULL but ", context, " needs it"));
+      if (use == Use::required) invalid(cat(name, " is NULL but ", context.text, context.detail, " needs it"));
       return fmha_view{};
     }
-    if (use == Use::unused) invalid(cat(name, " must be NULL: ", context, " does not use it"));
+    if (use == Use::unused) invalid(cat(name, " must be NULL: ", context.text, context.detail, " does not use it"));
     return canonical_view(*tensor, make_rule(), placement_);
   }
 
-  static TensorRule rule(const char *name, std::vector<DimSpec> dims, const Elems &elems) {
+  static TensorRule rule(const char *name, const DimList &dims, const Elems &elems) {
     TensorRule made;
     made.name = name;
-    made.dims = std::move(dims);
+    made.dims = dims;
     made.elems = elems.bits;
     made.elems_text = elems.text;
+    made.elems_field = elems.field;
+    made.elems_dtype = elems.dtype;
     made.fp8_words = elems.fp8_words;
     return made;
   }
 
   // [B, Mq] or, for VARLEN, [1, total_q] (total_q free for Q itself).
-  std::vector<DimSpec> query_rows(bool free_total) const {
+  DimList query_rows(bool free_total) const {
     if (varlen_) return {{"1", 1}, {"total_q", free_total ? kAnyExtent : total_q_}};
     return {{"B", p_.batch}, {"Mq", p_.max_q_seqlen}};
   }
 
   TensorRule q_rule() const {
-    std::vector<DimSpec> dims = query_rows(true);
-    dims.insert(dims.end(), {{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dqk", p_.head_dim_qk}});
+    DimList dims = query_rows(true);
+    dims.append({{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dqk", p_.head_dim_qk}});
     TensorRule made = rule("args.q", dims, dtype_elems(p_.q_dtype, "q_dtype"));
     made.fp8_format = p_.fp8_format;
     made.g_axis = 2;
@@ -155,7 +170,7 @@ class RunChecker {
   }
 
   // K/V rows: [B, Mkv], GAPPY [1, total], paged [num_pages, page_size].
-  std::vector<DimSpec> kv_rows(bool free_total) const {
+  DimList kv_rows(bool free_total) const {
     switch (p_.kv_layout) {
       case FMHA_KV_GAPPY:
         return {{"1", 1}, {"total", free_total ? kAnyExtent : total_kv_}};
@@ -181,7 +196,7 @@ class RunChecker {
   // K (whose GAPPY total is free) or V (whose total is K's).
   TensorRule kv_rule(bool key) const {
     const int32_t head_dim = key ? p_.head_dim_qk : p_.head_dim_v;
-    std::vector<DimSpec> dims = kv_rows(key);
+    DimList dims = kv_rows(key);
     Elems elems = dtype_elems(p_.kv_dtype, "kv_dtype");
     DimSpec last{key ? "Dqk" : "Dv", head_dim};
     if (p_.kv_quant == FMHA_KV_QUANT_INT4) {
@@ -191,7 +206,7 @@ class RunChecker {
       elems = {elem_bit(FMHA_ELEM_FP8),
                "fp8 (uint8, a DLPack fp8 code or int32 words; problem.kv_quant = FMHA_KV_QUANT_FP8)", true};
     }
-    dims.insert(dims.end(), {{"G", p_.groups}, {"Hkv", p_.heads_kv}, last});
+    dims.append({{"G", p_.groups}, {"Hkv", p_.heads_kv}, last});
     TensorRule made = rule(key ? "args.k" : "args.v", dims, elems);
     made.fp8_format = p_.fp8_format;
     allow_kv_forms(made, 3);
@@ -203,8 +218,8 @@ class RunChecker {
   }
 
   TensorRule o_rule() const {
-    std::vector<DimSpec> dims = query_rows(false);
-    dims.insert(dims.end(), {{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dv", p_.head_dim_v}});
+    DimList dims = query_rows(false);
+    dims.append({{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dv", p_.head_dim_v}});
     TensorRule made = rule("args.o", dims, dtype_elems(p_.o_dtype, "o_dtype"));
     made.g_axis = 2;
     made.contiguous_last = true;
@@ -213,7 +228,7 @@ class RunChecker {
   }
 
   // [B, G, Hq, Mq] or, for VARLEN, [1, G, Hq, total_q].
-  std::vector<DimSpec> lse_dims() const {
+  DimList lse_dims() const {
     if (varlen_) return {{"1", 1}, {"G", p_.groups}, {"Hq", p_.heads_q}, {"total_q", total_q_}};
     return {{"B", p_.batch}, {"G", p_.groups}, {"Hq", p_.heads_q}, {"Mq", p_.max_q_seqlen}};
   }
@@ -256,8 +271,8 @@ class RunChecker {
     TensorRule made;
     switch (p_.kv_scale_granularity) {
       case FMHA_SCALE_PER_ROW: {
-        std::vector<DimSpec> dims = kv_rows(false);
-        dims.insert(dims.end(), {{"G", p_.groups}, {"Hkv", p_.heads_kv}});
+        DimList dims = kv_rows(false);
+        dims.append({{"G", p_.groups}, {"Hkv", p_.heads_kv}});
         made = rule(name, dims, elems);
         allow_kv_forms(made, 3);
         break;
@@ -277,8 +292,8 @@ class RunChecker {
     TensorRule made;
     switch (p_.q_scale_granularity) {
       case FMHA_SCALE_PER_ROW: {
-        std::vector<DimSpec> dims = query_rows(false);
-        dims.insert(dims.end(), {{"G", p_.groups}, {"Hq", p_.heads_q}});
+        DimList dims = query_rows(false);
+        dims.append({{"G", p_.groups}, {"Hq", p_.heads_q}});
         made = rule("args.q_scale", dims, fixed_elems(FMHA_ELEM_F32));
         made.g_axis = 2;
         break;
@@ -295,9 +310,9 @@ class RunChecker {
   }
 
   TensorRule o_partial_rule() const {
-    std::vector<DimSpec> dims = {{"split_k", split_k_}};
+    DimList dims = {{"split_k", split_k_}};
     for (const DimSpec &dim : query_rows(false)) dims.push_back(dim);
-    dims.insert(dims.end(), {{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dv", p_.head_dim_v}});
+    dims.append({{"G", p_.groups}, {"Hq", p_.heads_q}, {"Dv", p_.head_dim_v}});
     TensorRule made = rule("args.o_partial", dims, fixed_elems(FMHA_ELEM_F32));
     made.g_axis = 3;
     made.contiguous_last = true;
@@ -305,7 +320,7 @@ class RunChecker {
   }
 
   TensorRule lse_partial_rule() const {
-    std::vector<DimSpec> dims = {{"split_k", split_k_}};
+    DimList dims = {{"split_k", split_k_}};
     for (const DimSpec &dim : lse_dims()) dims.push_back(dim);
     TensorRule made = rule("args.lse_partial", dims, fixed_elems(FMHA_ELEM_F32));
     made.g_axis = 2;

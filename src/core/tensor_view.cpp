@@ -43,6 +43,12 @@ std::string expected_text(const TensorRule &rule) {
   return forms.empty() ? text : text + forms + ")";
 }
 
+// "float16 (problem.q_dtype = FMHA_DTYPE_F16)": the accepted types, said.
+std::string elems_text(const TensorRule &rule) {
+  if (rule.elems_field == nullptr) return rule.elems_text;
+  return cat(rule.elems_text, " (problem.", rule.elems_field, " = ", dtype_name(rule.elems_dtype), ")");
+}
+
 // The element type of `tensor` under `rule`; `words` is set for fp8 given as
 // int32 words.
 int32_t element_type(const DLTensor &tensor, const TensorRule &rule, bool &words) {
@@ -71,13 +77,13 @@ int32_t element_type(const DLTensor &tensor, const TensorRule &rule, bool &words
     }
   }
   if (elem == FMHA_ELEM_NONE || (rule.elems & elem_bit(static_cast<fmha_elem_type>(elem))) == 0)
-    invalid(cat(rule.name, " has dtype ", dl_dtype_string(dtype), "; expected ", rule.elems_text));
+    invalid(cat(rule.name, " has dtype ", dl_dtype_string(dtype), "; expected ", elems_text(rule)));
   return elem;
 }
 
 // The caller's shape and strides (compact row-major when strides is NULL).
 Dims given_dims(const DLTensor &tensor, const TensorRule &rule) {
-  const std::string size = cat("the size of ", rule.name);
+  const Quantity size("the size of ", rule.name);
   if (tensor.ndim < 0 || tensor.ndim > FMHA_MAX_VIEW_RANK)
     invalid(cat(rule.name, " has ndim = ", tensor.ndim, "; expected ", expected_text(rule)));
   if (tensor.ndim > 0 && tensor.shape == nullptr) invalid(cat(rule.name, "->shape is NULL"));
@@ -96,7 +102,7 @@ Dims given_dims(const DLTensor &tensor, const TensorRule &rule) {
                     " is negative (reversed views are not supported)"));
     } else {
       dims.stride[axis] = compact;
-      compact = checked_product({compact, std::max<int64_t>(dims.shape[axis], 1)}, size.c_str());
+      compact = checked_product({compact, std::max<int64_t>(dims.shape[axis], 1)}, size);
     }
   }
   return dims;
@@ -110,13 +116,13 @@ void check_last_dim_contiguous(const Dims &dims, const TensorRule &rule) {
 
 // Re-expresses int32 words of four fp8 values as bytes.
 void words_to_bytes(Dims &dims, const TensorRule &rule) {
-  const std::string size = cat("the size of ", rule.name);
+  const Quantity size("the size of ", rule.name);
   if (dims.ndim == 0) invalid(cat(rule.name, " is 0-d; expected ", expected_text(rule)));
   check_last_dim_contiguous(dims, rule);
   const int32_t last = dims.ndim - 1;
   for (int32_t axis = 0; axis < last; ++axis)
-    dims.stride[axis] = checked_product({dims.stride[axis], kFp8PerWord}, size.c_str());
-  dims.shape[last] = checked_product({dims.shape[last], kFp8PerWord}, size.c_str());
+    dims.stride[axis] = checked_product({dims.stride[axis], kFp8PerWord}, size);
+  dims.shape[last] = checked_product({dims.shape[last], kFp8PerWord}, size);
   dims.stride[last] = 1;
 }
 
@@ -133,7 +139,7 @@ bool expand(const Dims &given, Form form, const TensorRule &rule, Dims &canonica
       if (page_size <= 0 || rows % page_size != 0) return false;
       canonical.shape[0] = rows / page_size;
       canonical.stride[0] =
-          checked_product({given.stride[source], page_size}, cat("the page stride of ", rule.name).c_str());
+          checked_product({given.stride[source], page_size}, Quantity("the page stride of ", rule.name));
       canonical.shape[1] = page_size;
       canonical.stride[1] = given.stride[source];
       ++source;
@@ -218,8 +224,7 @@ fmha_view canonical_view(const DLTensor &tensor, const TensorRule &rule, const P
                 dl_device_string(DLDevice{static_cast<DLDeviceType>(placement.device_type), placement.device_id})));
 
   // The highest byte the tensor reaches must be addressable in int64.
-  const std::string size = cat("the size of ", rule.name);
-  const char *what = size.c_str();
+  const Quantity what("the size of ", rule.name);
   int64_t elements = 1;
   int64_t span = 0;
   for (int32_t axis = 0; axis < dims.ndim; ++axis) {

@@ -5,9 +5,10 @@
 #ifndef FMHA_SPLITK_CORE_TENSOR_VIEW_H_
 #define FMHA_SPLITK_CORE_TENSOR_VIEW_H_
 
+#include <cstddef>
 #include <cstdint>
-#include <string>
-#include <vector>
+#include <initializer_list>
+#include <stdexcept>
 
 #include "core/backend_api.h"
 
@@ -21,16 +22,56 @@ struct DimSpec {
   int64_t extent;    // or kAnyExtent
 };
 
+// The dims of a rule, held inline (at most FMHA_MAX_VIEW_RANK, the rank of
+// a view) so that the rules built on every run allocate nothing.
+class DimList {
+ public:
+  DimList() = default;
+  DimList(std::initializer_list<DimSpec> dims) { append(dims); }
+
+  void push_back(const DimSpec &dim) {
+    // Rules are the library's own: more dims than a view holds is its bug.
+    if (size_ == FMHA_MAX_VIEW_RANK) throw std::length_error("a tensor rule has more than FMHA_MAX_VIEW_RANK dims");
+    dims_[size_++] = dim;
+  }
+  void append(std::initializer_list<DimSpec> dims) {
+    for (const DimSpec &dim : dims) push_back(dim);
+  }
+  void push_front(const DimSpec &dim) {
+    push_back(dim);
+    for (size_t axis = size_ - 1; axis > 0; --axis) dims_[axis] = dims_[axis - 1];
+    dims_[0] = dim;
+  }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  DimSpec &operator[](size_t axis) { return dims_[axis]; }
+  const DimSpec &operator[](size_t axis) const { return dims_[axis]; }
+  const DimSpec *begin() const { return dims_; }
+  const DimSpec *end() const { return dims_ + size_; }
+
+ private:
+  DimSpec dims_[FMHA_MAX_VIEW_RANK] = {};
+  size_t size_ = 0;
+};
+
 constexpr uint32_t elem_bit(fmha_elem_type elem) { return 1u << elem; }
 constexpr uint32_t kFloatElems = elem_bit(FMHA_ELEM_F16) | elem_bit(FMHA_ELEM_BF16) | elem_bit(FMHA_ELEM_F32);
 
 // What one tensor must look like, in canonical order (outermost first).
+// Texts are borrowed, not copied (a rule is built on every run): whoever
+// builds the rule keeps them alive while it is used.
 struct TensorRule {
-  std::string name;  // "args.q", "args.o_list[2]"
-  std::vector<DimSpec> dims;
-  // Accepted element types (elem_bit of each), and how to say so.
+  const char *name = "";  // "args.q", "args.o_list[2]"
+  DimList dims;
+  // Accepted element types (elem_bit of each), and how to say so:
+  // elems_text, then " (problem.<elems_field> = <dtype name of
+  // elems_dtype>)" when elems_field is set ("float16 (problem.q_dtype =
+  // FMHA_DTYPE_F16)"), put together only for a message.
   uint32_t elems = 0;
-  std::string elems_text;  // "float16 (problem.q_dtype)"
+  const char *elems_text = "";
+  const char *elems_field = nullptr;
+  int32_t elems_dtype = 0;
   // FP8: DLPack codes 10 / 11 must match this fmha_fp8_format (uint8 is
   // taken as it); int32 words of four values are accepted too when set, and
   // re-expressed as bytes.
