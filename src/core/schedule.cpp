@@ -158,7 +158,15 @@ int64_t balanced_ranges(const fmha_plan_data &plan, int64_t total_keys, int64_t 
   const double mean_worker_load =
       static_cast<double>(total_keys) * static_cast<double>(items_per_range) / static_cast<double>(workers);
   if (static_cast<double>(longest) <= mean_worker_load) return 1;
-  const int64_t wanted = ceil_div(kItemsPerWorker * workers, items_per_range);
+  // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128
+  // and 2 at 256 (backends/cuda/kernels/splitk_forward.cuh): one full wave
+  // of those, rounded down so that no CTA is left for a second wave. The
+  // CPU's threads take 2 items each, for balance.
+  const bool cpu = plan.device.dl_device_type == kDLCPU;
+  const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
+  const int64_t items_per_worker = cpu ? kItemsPerWorker : head_dim <= 128 ? 3 : 2;
+  const int64_t wanted = cpu ? ceil_div(items_per_worker * workers, items_per_range)
+                             : std::max<int64_t>(1, items_per_worker * workers / items_per_range);
   const int64_t by_length = std::max<int64_t>(1, total_keys / min_piece);
   return std::min({wanted, by_length, kMaxInt32});
 }
