@@ -50,11 +50,6 @@ struct ForwardPlan {
 };
 static_assert(sizeof(ForwardPlan) <= sizeof(fmha_plan_data{}.backend_private), "ForwardPlan must fit the plan");
 
-fmha_status not_supported(fmha_msg msg, const char *what) {
-  write_msg(msg, "the CUDA backend does not support %s yet", what);
-  return FMHA_STATUS_NOT_SUPPORTED;
-}
-
 const char *dtype_name(int32_t dtype) {
   switch (dtype) {
     case FMHA_DTYPE_F16:
@@ -112,8 +107,17 @@ const char *kv_quant_name(int32_t kv_quant) {
 fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const fmha_splitk_problem &problem = plan->problem;
   const bool quantised = problem.kv_quant != FMHA_KV_QUANT_NONE;
-  if ((problem.flags & FMHA_FLAG_V_FROM_K) || problem.head_dim_qk == 576)
-    return not_supported(msg, "MLA decode (FMHA_FLAG_V_FROM_K, head_dim_qk 576)");
+  const bool mla = (problem.flags & FMHA_FLAG_V_FROM_K) != 0;
+  if (mla && !(problem.head_dim_qk == 576 && problem.head_dim_v == 512)) {
+    write_msg(msg, "the CUDA backend reads V from K (FMHA_FLAG_V_FROM_K) only for MLA's head_dim_qk 576 / head_dim_v 512, not %d / %d",
+              problem.head_dim_qk, problem.head_dim_v);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  if (mla && (quantised || problem.q_dtype != FMHA_DTYPE_BF16)) {
+    write_msg(msg, "the CUDA backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
+              dtype_name(problem.q_dtype), quantised ? kv_quant_name(problem.kv_quant) : dtype_name(problem.kv_dtype));
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
   // fp8 Q (FMHA_FLAG_FP8_QK) comes with fp8 K/V (the core checks).
   if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16 &&
       !(problem.q_dtype == FMHA_DTYPE_FP8 && quantised)) {
@@ -129,7 +133,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     write_msg(msg, "the CUDA backend writes O in f16, bf16 or f32, not %s", dtype_name(problem.o_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
-  const int bucket = forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
+  const int bucket = mla ? 576 : forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
   if (quantised && bucket > 256) {
     write_msg(msg, "the CUDA backend reads %s K/V for head dims up to 256, not head_dim_qk %d",
               kv_quant_name(problem.kv_quant), problem.head_dim_qk);
@@ -431,6 +435,8 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
       return info(kernels::ForwardTile<T, 128, kQuantised>{});
     case 256:
       return info(kernels::ForwardTile<T, 256, kQuantised>{});
+    case 576:
+      return info(kernels::ForwardTile<T, 576, false>{});
     default:
       return info(kernels::ForwardTile<T, 512, false>{});
   }
@@ -438,8 +444,10 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
 }  // namespace
 
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised) {
-  // Native f16 and bf16 tiles have one shape; quantised bf16 adds K's lo tile.
-  if (!quantised) return tile_info<__half, false>(head_dim_bucket);
+  // bf16 P is split in two (one more P tile); quantised bf16 Q in two.
+  if (!quantised)
+    return q_dtype == FMHA_DTYPE_BF16 ? tile_info<__nv_bfloat16, false>(head_dim_bucket)
+                                      : tile_info<__half, false>(head_dim_bucket);
   return q_dtype == FMHA_DTYPE_BF16 ? tile_info<__nv_bfloat16, true>(head_dim_bucket)
                                     : tile_info<__half, true>(head_dim_bucket);
 }

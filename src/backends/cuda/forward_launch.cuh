@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/forward_kernels.cuh"
@@ -49,6 +50,11 @@ fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim
     case 512:
       // The quantised tiles stop at 256 (plan_forward refuses larger).
       if constexpr (!kQuantised) return launch_forward_bucket<T, 512, false>(params, grid, device, stream, msg);
+      break;
+    case 576:
+      // MLA (V_FROM_K): bf16 latents only (plan_forward refuses the rest).
+      if constexpr (!kQuantised && std::is_same_v<T, __nv_bfloat16>)
+        return launch_forward_bucket<T, 576, false>(params, grid, device, stream, msg);
       break;
     default:
       break;

@@ -31,18 +31,28 @@ class KvTileLoader {
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  // Rows of a power-of-two chunk count: a thread keeps one chunk and
+  // strides over rows. MLA's 72-chunk rows (576 dims): the tile's chunks
+  // are dealt out flat instead, tid + i * kThreads.
+  static constexpr bool kFlat = kThreads % kChunksPerRow != 0;
+  static constexpr int kRowsPerPass = kFlat ? 1 : kThreads / kChunksPerRow;
   static constexpr int kPasses = kBlockN / kRowsPerPass;
-  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "tile and threads must match");
+  static constexpr int kFlatPasses = (kBlockN * kChunksPerRow + kThreads - 1) / kThreads;
+  static_assert(kFlat || kBlockN % kRowsPerPass == 0, "tile and threads must match");
 
   // Thread `tid` copies chunk tid % kChunksPerRow of rows tid /
   // kChunksPerRow + i * kRowsPerPass: a warp covers whole 128-byte lines.
   __device__ KvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int tid)
-      : seq_(p.seq), batch_(batch), chunk_(tid % kChunksPerRow), row_(tid / kChunksPerRow) {
+      : seq_(p.seq), batch_(batch), chunk_(tid % kChunksPerRow), row_(tid / kChunksPerRow), tid_(tid) {
     const T *k = static_cast<const T *>(p.k) + group * p.k_stride[2] + head_kv * p.k_stride[3];
     const T *v = static_cast<const T *>(p.v) + group * p.v_stride[2] + head_kv * p.v_stride[3];
     k_chunk_ = chunk_ * kElemsPerChunk < p.head_dim_qk ? k + chunk_ * kElemsPerChunk : nullptr;
-    v_chunk_ = chunk_ * kElemsPerChunk < p.head_dim_v ? v + chunk_ * kElemsPerChunk : nullptr;
+    // V_FROM_K: no V view (p.v NULL); the kernel reads V from the K tile.
+    v_chunk_ = p.v != nullptr && chunk_ * kElemsPerChunk < p.head_dim_v ? v + chunk_ * kElemsPerChunk : nullptr;
+    k_head_ = k;
+    v_head_ = p.v != nullptr ? v : nullptr;
+    head_dim_qk_ = p.head_dim_qk;
+    head_dim_v_ = p.head_dim_v;
     k_stride0_ = p.k_stride[0];
     k_stride1_ = p.k_stride[1];
     v_stride0_ = p.v_stride[0];
@@ -93,6 +103,34 @@ class KvTileLoader {
   // and V tiles at shared addresses k_tile / v_tile; keys at or past kv_end
   // are zero-filled without touching memory (nor the block table).
   __device__ void load(uint32_t k_tile, uint32_t v_tile, int32_t tile_start, int32_t kv_end) const {
+    if constexpr (kFlat) {
+      const int64_t outer = seq_.kv_layout == FMHA_KV_GAPPY ? 0 : batch_;
+#pragma unroll 2
+      for (int pass = 0; pass < kFlatPasses; ++pass) {
+        const int i = tid_ + pass * kThreads;
+        if (i >= kBlockN * kChunksPerRow) break;
+        const int row = i / kChunksPerRow;
+        const int chunk = i % kChunksPerRow;
+        const int32_t key = tile_start + row;
+        const bool valid = key < kv_end;
+        int64_t k_offset = 0;
+        int64_t v_offset = 0;
+        if (valid) {
+          if (contiguous_) {
+            k_offset = outer * k_stride0_ + (seq_offset_ + key) * k_stride1_;
+            v_offset = outer * v_stride0_ + (seq_offset_ + key) * v_stride1_;
+          } else {
+            row_offsets(key, &k_offset, &v_offset);
+          }
+        }
+        const uint32_t offset = swizzled<kRowBytes>(row, chunk);
+        const int elem = chunk * kElemsPerChunk;
+        if (elem < head_dim_qk_) cp_async_16(k_tile + offset, k_head_ + (valid ? k_offset + elem : 0), valid);
+        if (v_head_ != nullptr && elem < head_dim_v_)
+          cp_async_16(v_tile + offset, v_head_ + (valid ? v_offset + elem : 0), valid);
+      }
+      return;
+    }
     if (contiguous_) {
       const int64_t key = tile_start + row_;
 #pragma unroll
@@ -146,6 +184,10 @@ class KvTileLoader {
   const int64_t batch_;
   const int chunk_;
   const int row_;
+  const int tid_;
+  const T *k_head_;  // the head's row 0 (flat path)
+  const T *v_head_;  // null with V_FROM_K
+  int32_t head_dim_qk_, head_dim_v_;
   const T *k_chunk_;  // this thread's chunk of row 0 of the head; null past Dqk
   const T *v_chunk_;  // likewise past Dv
   int64_t k_stride0_, k_stride1_, v_stride0_, v_stride1_;

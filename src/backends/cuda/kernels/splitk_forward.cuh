@@ -10,7 +10,7 @@
 //  - the row maxima of the 4 warps meet in shared memory, so every warp
 //    runs the same online softmax (exp2, scale * log2(e) folded in); P goes
 //    to shared memory in the input dtype;
-//  - O += P V: warp w owns head dims [w, w + 1) * kHeadDim / 4 over all keys
+//  - O += P V: warp w owns head dims [w, w + 1) * Dv / 4 over all keys
 //    of the tile, so the accumulator is a quarter of 16 x D per warp (16 x
 //    128 fp32 at D = 512: no spills) and needs no cross-warp reduction;
 //  - the running sums of the warps are added once at the end.
@@ -64,7 +64,11 @@ struct ForwardTile {
   using QkType = T;  // Q's dtype in memory
   using QkMmaType = std::conditional_t<kQuantised, __half, T>;
   using PvType = std::conditional_t<kQuantised, __half, T>;
-  static constexpr int kHeadDim = kHeadDimBucket;
+  // Bucket 576 is MLA decode: Dqk 576, Dv 512, V the first 512 dims of
+  // the K rows (FMHA_FLAG_V_FROM_K): one tile per stage, read once.
+  static constexpr bool kVFromK = kHeadDimBucket == 576;
+  static constexpr int kHeadDim = kHeadDimBucket;  // QK dims (the K row)
+  static constexpr int kHeadDimV = kVFromK ? 512 : kHeadDimBucket;
   static constexpr int kThreads = 128;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kRows = 16;  // query rows per CTA: one MMA row tile
@@ -73,12 +77,9 @@ struct ForwardTile {
   // quantised tiles use 32: their operand tiles are single-buffered and the
   // dequantisation per tile is on the critical path, so shorter tiles and
   // more resident CTAs overlap it best.
-#ifndef FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N
-#define FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N 32
-#endif
-  static constexpr int kBlockN = kQuantised && kHeadDim <= 128 ? FMHA_SPLITK_EXPERIMENT_QUANT_BLOCK_N
-                                 : kQuantised || kHeadDim > 128 ? 32
-                                                                : 64;
+  // (H200, B8 L32768: 64-key quantised tiles, 2 CTAs per SM, measured
+  // int4 g1 796 us against 605 us at 32 keys, fp8 the same.)
+  static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
   // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
   // chain a few warps cannot hide, so more resident CTAs beat deeper
   // pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
@@ -88,7 +89,7 @@ struct ForwardTile {
   static constexpr int kStages = kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
   static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;  // S columns of a warp
-  static constexpr int kDimsPerWarp = kHeadDim / kWarps;  // O columns of a warp
+  static constexpr int kDimsPerWarp = kHeadDimV / kWarps;  // O columns of a warp
   static constexpr int kScoreTiles = kKeysPerWarp / 8;   // n8 tiles of S per warp
   static constexpr int kOutTiles = kDimsPerWarp / 8;     // n8 tiles of O per warp
   static constexpr int kPStride = kBlockN + 8;  // P row, elements: 16-byte pad against bank conflicts
@@ -117,7 +118,7 @@ struct ForwardTile {
   static constexpr int kKOffset = kQOffset + kQTiles * kRows * kRowBytes;
   static constexpr int kKBytes = kQuantised ? kTileBytes : kStages * kTileBytes;
   static constexpr int kVOffset = kKOffset + kKBytes;
-  static constexpr int kVBytes = kQuantised ? kTileBytes : kStages * kTileBytes;
+  static constexpr int kVBytes = kVFromK ? 0 : kQuantised ? kTileBytes : kStages * kTileBytes;
   static constexpr int kStagingOffset = kVOffset + kVBytes;
   static constexpr int kStagingBytes = kQuantised ? kStages * QuantStageBytes<Loader, kQuantised>::value : 0;
   static constexpr int kPOffset = kStagingOffset + kStagingBytes;  // P [kPTiles][16][kPStride]
@@ -382,7 +383,9 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     if constexpr (Tile::kQuantised)
       loader.zero_tiles(k_tiles, v_tiles, tid);
     else
-      loader.zero_padding(k_tiles, v_tiles, kStages, p.head_dim_qk, p.head_dim_v, tid, Tile::kThreads);
+      // (V_FROM_K: V is K's tile, whose padding is K's.)
+      loader.zero_padding(k_tiles, v_tiles, kStages, p.head_dim_qk, Tile::kVFromK ? kHeadDim : p.head_dim_v, tid,
+                          Tile::kThreads);
 
     // Q rows of the tile (zero past rows_here and past Dqk), in the first
     // cp.async group together with K/V tile 0. fp8 Q is converted on the
@@ -509,7 +512,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         __syncthreads();
       } else {
         k_stage = k_base + stage * Tile::kTileBytes;
-        v_stage = v_base + stage * Tile::kTileBytes;
+        v_stage = Tile::kVFromK ? k_stage : v_base + stage * Tile::kTileBytes;
       }
       const int32_t tile_start = kv_lo + tile * kBlockN;
 

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Times MLA decode (FMHA_FLAG_V_FROM_K: Dqk 576, Dv 512, one latent head)
+through the Python binding on the CUDA backend, for the CUDA quantisation
+and MLA issue's grid: Hq 16, page size 64, B in {64, 128, 256}, L in {1024,
+4096, 8192}, and B=128 with lengths uniform in 1..8192 beside the uniform
+batch of the same total keys.
+
+Timing as bench/peers.py: several input sets (together > 8x the 60 MB L2)
+captured into one CUDA graph, one run per set, median per call over >= 50
+replays. Each problem's first set is checked against a float32 reference
+on two sequences. Prints one line per problem and writes --out JSON.
+
+Usage: FMHA_SPLITK_LIBRARY=.../libfmha_splitk.so PYTHONPATH=python \\
+       python3 bench/mla_bench.py [--out mla.json] [--read-gbps 4540]
+"""
+import argparse
+import json
+import statistics
+
+import torch
+
+import fmha_splitk
+
+L2_BYTES = 60 * 2**20
+DQK, DV, HQ, PAGE = 576, 512, 16, 64
+
+
+def lcg_lengths(batch, max_len, seed=12345):
+    x, out = seed, []
+    for _ in range(batch):
+        x = (x * 6364136223846793005 + 1442695040888963407) % 2**64
+        out.append(1 + (x >> 33) % max_len)
+    return out
+
+
+def make_set(lens, gen):
+    batch = len(lens)
+    pages_per_seq = -(-max(lens) // PAGE)
+    num_pages = sum(-(-n // PAGE) for n in lens)
+    cache = torch.randn(num_pages * PAGE, 1, DQK, generator=gen, device="cuda").to(torch.bfloat16)
+    perm = torch.randperm(num_pages, generator=gen, device="cuda").to(torch.int32)
+    table = torch.zeros(batch, pages_per_seq, dtype=torch.int32, device="cuda")
+    at = 0
+    for b, n in enumerate(lens):
+        p = -(-n // PAGE)
+        table[b, :p] = perm[at:at + p]
+        at += p
+    q = torch.randn(batch, 1, HQ, DQK, generator=gen, device="cuda").to(torch.bfloat16)
+    o = torch.empty(batch, 1, HQ, DV, dtype=torch.bfloat16, device="cuda")
+    return dict(q=q, k=cache, table=table, o=o, num_pages=num_pages, pages_per_seq=pages_per_seq)
+
+
+def reference(s, lens, b):
+    n = lens[b]
+    rows = (s["table"][b, :(n + PAGE - 1) // PAGE].long()[:, None] * PAGE + torch.arange(PAGE, device="cuda")).reshape(-1)[:n]
+    lat = s["k"][rows, 0].float()                        # [n, 576]
+    q = s["q"][b, 0].float()                             # [16, 576]
+    p = torch.softmax(q @ lat.T * DQK ** -0.5, dim=-1)
+    return p @ lat[:, :DV]
+
+
+def run_problem(name, lens, replays, gen):
+    seq_bytes = sum(lens) * DQK * 2
+    sets = max(2, min(32, -(-8 * L2_BYTES // seq_bytes)))
+    data = [make_set(lens, gen) for _ in range(sets)]
+    kv_len = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    s0 = data[0]
+    plan = fmha_splitk.Plan(backend="cuda", batch=len(lens), max_q_seqlen=1, max_kv_seqlen=max(lens), heads_q=HQ,
+                            heads_kv=1, head_dim_qk=DQK, head_dim_v=DV, q_dtype="bf16", flags=["v_from_k"],
+                            kv_layout=fmha_splitk.KvLayout.PAGED, page_size=PAGE,
+                            num_pages=max(d["num_pages"] for d in data),
+                            max_pages_per_seq=max(d["pages_per_seq"] for d in data), kv_seqlen_hint=lens)
+    stream = torch.cuda.Stream()
+    # Every set's cache must hold num_pages pages: pad the smaller ones.
+    pages = max(d["num_pages"] for d in data)
+    for d in data:
+        if d["num_pages"] < pages:
+            d["k"] = torch.cat([d["k"], torch.zeros((pages - d["num_pages"]) * PAGE, 1, DQK, dtype=torch.bfloat16,
+                                                    device="cuda")])
+    call = lambda d: plan.run(q=d["q"], k=d["k"], o=d["o"], kv_seqlen=kv_len, block_table=d["table"],
+                              stream=stream.cuda_stream)
+    with torch.cuda.stream(stream):
+        for d in data:
+            call(d)
+    torch.cuda.synchronize()
+    err = 0.0
+    for b in (0, len(lens) - 1):
+        ref = reference(s0, lens, b)
+        err = max(err, ((s0["o"][b, 0].float() - ref).norm() / ref.norm()).item())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for d in data:
+            call(d)
+    times = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(replays):
+        start.record(stream)
+        graph.replay()
+        end.record(stream)
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / sets)
+    info = plan.info
+    plan.close() if hasattr(plan, "close") else None
+    return dict(name=name, kind="mla" if len(set(lens)) == 1 else "mla_varlen", dtype="bf16",
+                kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
+                kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="mla.json")
+    ap.add_argument("--replays", type=int, default=50)
+    ap.add_argument("--read-gbps", type=float, default=0.0, help="read bandwidth of the same run, for pct_read")
+    args = ap.parse_args()
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    problems = [(f"mla_b{b}_l{n}", [n] * b) for b in (64, 128, 256) for n in (1024, 4096, 8192)]
+    varlen = lcg_lengths(128, 8192)
+    mean = sum(varlen) // len(varlen)
+    problems += [("mla_varlen_b128_l8192", varlen), ("mla_uniform_b128_equal", [mean] * 127 + [sum(varlen) - 127 * mean])]
+    results = []
+    for name, lens in problems:
+        try:
+            r = run_problem(name, lens, args.replays, gen)
+        except Exception as e:  # report and go on
+            print(f"{name:26s} FAILED: {e}", flush=True)
+            continue
+        if args.read_gbps > 0:
+            r["pct_read"] = 100.0 * r["kv_bytes"] / (r["time_us"] * 1e-6) / (args.read_gbps * 1e9)
+        results.append(r)
+        print(f"{name:26s} {r['kv_bytes'] / 2**20:8.1f} MiB {r['time_us']:9.2f} us "
+              f"{r.get('pct_read', 0):6.1f}% read  err {r['rel_err']:.2e}  {r['kernel']}", flush=True)
+    json.dump(dict(problems=results), open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
