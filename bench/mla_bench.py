@@ -93,12 +93,13 @@ def run_problem(name, lens, replays, gen):
             call(d)
     times = []
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(replays):
-        start.record(stream)
-        graph.replay()
-        end.record(stream)
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / sets)
+    with torch.cuda.stream(stream):  # replay, and time, on the captured stream
+        for _ in range(replays):
+            start.record(stream)
+            graph.replay()
+            end.record(stream)
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0 / sets)
     info = plan.info
     plan.close() if hasattr(plan, "close") else None
     return dict(name=name, kind="mla" if len(set(lens)) == 1 else "mla_varlen", dtype="bf16",

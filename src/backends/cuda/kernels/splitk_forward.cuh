@@ -692,8 +692,11 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
     for (int w = 0; w < Tile::kWarps; ++w) sum += sum_exchange[w * Tile::kRows + row];
     // Natural-log LSE of the row; no visible key gives -inf and O = 0.
-    float lse = sum > 0.f ? (row_max[r] + log2f(sum)) * kLn2 : -INFINITY;
-    float o_scale = sum > 0.f ? 1.f / sum : 0.f;
+    // A NaN score (NaN in Q or K) makes the sum NaN: then LSE and O are
+    // NaN too (sum != 0, not sum > 0), so a combine or merge propagates it
+    // instead of taking the piece for empty.
+    float lse = sum != 0.f ? (row_max[r] + log2f(sum)) * kLn2 : -INFINITY;
+    float o_scale = sum != 0.f ? 1.f / sum : 0.f;
     if (target.add_sink) {
       const float sink = p.sinks[group * p.sinks_stride[0] + row_head[r] * p.sinks_stride[1]];
       const float top = fmaxf(lse, sink);
