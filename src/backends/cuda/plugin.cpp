@@ -12,7 +12,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/forward.h"
-#include "backends/cuda/merge.h"
+#include "backends/gpu/entry_points.h"
 #include "backends/cuda/metadata_check.h"
 #include "core/backend_api.h"
 
@@ -23,43 +23,7 @@ namespace {
 // needs it); FMHA_SPLITK_CUDA_ARCHS does not go below it.
 constexpr int kMinComputeCapability = 80;
 
-// Makes a device current for the object's lifetime when it is not already.
-class ScopedDevice {
- public:
-  ScopedDevice() = default;
-  ScopedDevice(const ScopedDevice &) = delete;
-  ScopedDevice &operator=(const ScopedDevice &) = delete;
-  ~ScopedDevice() {
-    // Going back to the device that was current a moment ago cannot fail
-    // short of a lost context, and a destructor has no one to tell; the
-    // error is at least not left behind.
-    if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
-  }
-
-  fmha_status enter(int device, fmha_msg msg) {
-    int current = 0;
-    FMHA_CUDA_CHECK(cudaGetDevice(&current), msg);
-    if (current == device) return FMHA_STATUS_SUCCESS;
-    FMHA_CUDA_CHECK(cudaSetDevice(device), msg);
-    previous_ = current;
-    return FMHA_STATUS_SUCCESS;
-  }
-
-  // Enters the device that owns the memory at `ptr`. Memory no device owns
-  // (pinned host memory, or system memory that HMM / ATS systems such as
-  // Grace Hopper let kernels read) leaves the current device.
-  fmha_status enter_owner_of(const void *ptr, fmha_msg msg) {
-    if (ptr == nullptr) return FMHA_STATUS_SUCCESS;  // an empty tensor: nothing is launched
-    cudaPointerAttributes attributes{};
-    FMHA_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr), msg);
-    if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)
-      return FMHA_STATUS_SUCCESS;
-    return enter(attributes.device, msg);
-  }
-
- private:
-  int previous_ = -1;
-};
+using gpu::ScopedDevice;
 
 cudaError_t compute_capability(int device, int *capability) {
   int major = 0, minor = 0;
@@ -117,62 +81,20 @@ fmha_status check_status(const fmha_plan_data *plan_data, void *workspace, void 
   return read_check_status(*plan_data, workspace, static_cast<cudaStream_t>(stream), msg);
 }
 
-// Merge views carry no device id: the kernels run where the output lives.
-fmha_status merge_entry(const fmha_merge_views *views, fmha_msg msg) {
-  ScopedDevice device;
-  const fmha_status st = device.enter_owner_of(views->o.data, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  return merge(*views, static_cast<cudaStream_t>(views->stream), msg);
-}
-
-fmha_status merge_backward_entry(const fmha_merge_backward_views *views, fmha_msg msg) {
-  ScopedDevice device;
-  const fmha_status st = device.enter_owner_of(views->o.data, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  return merge_backward(*views, static_cast<cudaStream_t>(views->stream), msg);
-}
-
-fmha_status alloc(int32_t device_id, size_t bytes, void **ptr, fmha_msg msg) {
-  ScopedDevice device;
-  const fmha_status st = device.enter(device_id, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  FMHA_CUDA_CHECK(cudaMalloc(ptr, bytes), msg);
-  return FMHA_STATUS_SUCCESS;
-}
-
-void free_memory(int32_t device_id, void *ptr) {
-  if (ptr == nullptr) return;
-  // free() cannot report: a failure (e.g. the runtime already unloading at
-  // process exit) is dropped, and cleared so that it does not resurface.
-  const fmha_msg no_msg{nullptr, 0};
-  ScopedDevice device;
-  if (device.enter(device_id, no_msg) != FMHA_STATUS_SUCCESS) return;
-  if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
-}
-
-int32_t visible_device_count() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return count;
-}
-
 fmha_backend_v1 make_table() {
   fmha_backend_v1 table{};
   table.api_version = FMHA_BACKEND_API_VERSION;
   table.struct_size = sizeof(fmha_backend_v1);
   table.kind = FMHA_BACKEND_CUDA;
-  table.device_count = visible_device_count();
+  table.device_count = gpu::visible_device_count();
   table.name = "cuda";
   table.device_props = device_props;
   table.plan = plan;
   table.run = run;
-  table.merge = merge_entry;
-  table.merge_backward = merge_backward_entry;
-  table.alloc = alloc;
-  table.free = free_memory;
+  table.merge = gpu::merge_entry;
+  table.merge_backward = gpu::merge_backward_entry;
+  table.alloc = gpu::alloc_entry;
+  table.free = gpu::free_entry;
   // Nothing to release: the table is static, and resetting devices would
   // destroy the application's own CUDA state.
   table.shutdown = nullptr;
@@ -189,7 +111,7 @@ fmha_backend_v1 make_table() {
 // compute capability 8.0 or newer; else 100 + the best compute capability,
 // so that newer hardware ranks higher.
 FMHA_PLUGIN_EXPORT int32_t fmha_backend_score(void) {
-  const int32_t count = fmha::cuda::visible_device_count();
+  const int32_t count = fmha::gpu::visible_device_count();
   int best = 0;
   for (int device = 0; device < count; ++device) {
     int capability = 0;
