@@ -166,6 +166,22 @@ struct ForwardParams {
 // Keys of sequence b, clamped to [0, max_kv_seqlen]: lengths only live on
 // the device, and a bad one must not make the partition exceed the bounds
 // the workspace was sized for.
+// Where sequence b's keys start: its first K/V row (GAPPY), its logical
+// start in the block table (PAGED, optional), its first kv_indices entry
+// (RAGGED); 0 otherwise. The tile loaders add the key index to it.
+__device__ __forceinline__ int64_t sequence_key_origin(const SeqLayout &s, int32_t b) {
+  switch (s.kv_layout) {
+    case FMHA_KV_GAPPY:
+      return s.kv_seqstart[b * s.kv_seqstart_stride];
+    case FMHA_KV_PAGED:
+      return s.kv_seqstart != nullptr ? s.kv_seqstart[b * s.kv_seqstart_stride] : 0;
+    case FMHA_KV_RAGGED:
+      return s.kv_indptr[b * s.kv_indptr_stride];
+    default:
+      return 0;
+  }
+}
+
 __device__ __forceinline__ int32_t kv_length(const SeqLayout &s, int32_t b) {
   if (sequence_bad(s, b)) return 0;
   int64_t len;

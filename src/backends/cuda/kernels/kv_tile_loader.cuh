@@ -57,20 +57,7 @@ class KvTileLoader {
     k_stride1_ = p.k_stride[1];
     v_stride0_ = p.v_stride[0];
     v_stride1_ = p.v_stride[1];
-    switch (seq_.kv_layout) {
-      case FMHA_KV_GAPPY:
-        seq_offset_ = seq_.kv_seqstart[batch * seq_.kv_seqstart_stride];
-        break;
-      case FMHA_KV_PAGED:
-        seq_offset_ = seq_.kv_seqstart != nullptr ? seq_.kv_seqstart[batch * seq_.kv_seqstart_stride] : 0;
-        break;
-      case FMHA_KV_RAGGED:
-        seq_offset_ = seq_.kv_indptr[batch * seq_.kv_indptr_stride];
-        break;
-      default:
-        seq_offset_ = 0;
-        break;
-    }
+    seq_offset_ = sequence_key_origin(seq_, batch);
     // Dense, padded and gappy rows are linear in the key: key j of this
     // thread's chunk is at *_key0_ + j * stride1, no per-row lookup.
     contiguous_ = seq_.kv_layout != FMHA_KV_PAGED && seq_.kv_layout != FMHA_KV_RAGGED;

@@ -163,20 +163,7 @@ class QuantKvTileLoader {
         v_fixed_ = __ldg(v_scale_);
       }
     }
-    switch (seq_.kv_layout) {
-      case FMHA_KV_GAPPY:
-        seq_offset_ = seq_.kv_seqstart[batch * seq_.kv_seqstart_stride];
-        break;
-      case FMHA_KV_PAGED:
-        seq_offset_ = seq_.kv_seqstart != nullptr ? seq_.kv_seqstart[batch * seq_.kv_seqstart_stride] : 0;
-        break;
-      case FMHA_KV_RAGGED:
-        seq_offset_ = seq_.kv_indptr[batch * seq_.kv_indptr_stride];
-        break;
-      default:
-        seq_offset_ = 0;
-        break;
-    }
+    seq_offset_ = sequence_key_origin(seq_, batch);
     outer_ = seq_.kv_layout == FMHA_KV_GAPPY ? 0 : batch;
   }
 
