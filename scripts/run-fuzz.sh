@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_plan fuzz_run fuzz_merge_quantize)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_plan fuzz_run fuzz_merge_quantize fuzz_tuning_cache)
 
 scripts/install-deps.sh
 cmake --preset fuzz >/dev/null

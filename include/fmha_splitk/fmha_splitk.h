@@ -258,7 +258,13 @@ typedef enum fmha_problem_flags {
    *  capacity, page ids against the page count, monotonic offsets): a
    *  sequence that fails is treated as empty and reported by
    *  fmha_splitk_check_status(). Without the flag the checks cost nothing. */
-  FMHA_FLAG_CHECKED = 1u << 5
+  FMHA_FLAG_CHECKED = 1u << 5,
+  /** The plan allocates no workspace of its own: every run of a plan whose
+   *  fmha_splitk_plan_workspace_size() is nonzero passes one (workspace
+   *  NULL then fails with FMHA_STATUS_INSUFFICIENT_WORKSPACE). For engines
+   *  that own their device memory; plan creation then allocates no device
+   *  memory at all. */
+  FMHA_FLAG_EXTERNAL_WORKSPACE = 1u << 6
 } fmha_problem_flags;
 
 /** @} */
@@ -434,8 +440,9 @@ typedef struct fmha_splitk_args {
   const DLTensor *lse_partial;
   /** Workspace of at least fmha_splitk_plan_workspace_size() bytes on the
    *  plan's device, 256-byte aligned; NULL uses memory the plan owns (then
-   *  at most one run at a time per plan). Contents need not be initialised
-   *  and are garbage afterwards. */
+   *  at most one run at a time per plan; not with
+   *  FMHA_FLAG_EXTERNAL_WORKSPACE). Contents need not be initialised and
+   *  are garbage afterwards. */
   void *workspace;
   /** Size of `workspace` in bytes. */
   size_t workspace_size;
@@ -472,6 +479,11 @@ typedef struct fmha_splitk_plan_info {
   char kernel_name[96];
   /** Device name, NUL-terminated. */
   char device_name[96];
+  /** Index of the configuration the plan runs among its candidates (see
+   *  fmha_splitk_get_plan_config()). */
+  int32_t config_index;
+  /** fmha_config_source: where that configuration came from. */
+  int32_t config_source;
 } fmha_splitk_plan_info;
 
 /** Initialiser for fmha_splitk_plan_info. */
@@ -851,6 +863,229 @@ typedef struct fmha_quantize_kv_args {
  */
 FMHA_SPLITK_EXPORT fmha_status
 fmha_quantize_kv(const fmha_quantize_kv_args *args);
+
+/** @} */
+
+/**
+ * @defgroup fmha_tuning Autotuning and the tuning cache
+ * A plan's heuristic picks one kernel configuration (the work partition:
+ * how many ranges the batch's keys are cut into, and the shortest piece).
+ * fmha_splitk_autotune() times the plan's other valid configurations on the
+ * caller's data and keeps the fastest whose output agrees with the
+ * heuristic's; the winner also goes into a process-wide tuning cache, keyed
+ * by device, problem class and library version, from which later plans of
+ * the same class take it at creation with no timing. The cache can be saved
+ * to and loaded from a byte buffer or a file, so that a server tunes once
+ * and never pays for it again.
+ *
+ * Plans with a forced `split_k` or FMHA_FLAG_BATCH_INVARIANT have a single
+ * configuration: the caller fixed their partition, and batch invariance
+ * must not depend on what another plan tuned.
+ * @{
+ */
+
+/** Where a plan's configuration came from (fmha_splitk_plan_info). */
+typedef enum fmha_config_source {
+  /** The plan's heuristic. */
+  FMHA_CONFIG_HEURISTIC = 0,
+  /** A winner found in the tuning cache when the plan was created. */
+  FMHA_CONFIG_TUNING_CACHE = 1,
+  /** fmha_splitk_autotune() on this plan. */
+  FMHA_CONFIG_AUTOTUNE = 2
+} fmha_config_source;
+
+/** What the last fmha_splitk_autotune() of the plan did with a candidate. */
+typedef enum fmha_tune_state {
+  /** Not timed (no autotune of this plan yet). */
+  FMHA_TUNE_UNTIMED = 0,
+  /** Timed; its output agreed with the heuristic's within the bound. */
+  FMHA_TUNE_ACCEPTED = 1,
+  /** Its output differed from the heuristic's beyond the bound (see
+   *  fmha_splitk_config::error_ratio): never chosen. */
+  FMHA_TUNE_REJECTED = 2,
+  /** Not timed: the time budget (max_total_ms) ran out first. */
+  FMHA_TUNE_SKIPPED = 3,
+  /** Its run failed (the message of the failure is not kept). */
+  FMHA_TUNE_FAILED = 4
+} fmha_tune_state;
+
+/** Bits of fmha_autotune_options::flags. */
+typedef enum fmha_autotune_flags {
+  /** Keep the winner in the plan only, not in the tuning cache. */
+  FMHA_AUTOTUNE_NO_CACHE_STORE = 1u << 0,
+  /** GPU: do not evict the L2 cache before each timed run (by default it is
+   *  overwritten, so that a problem smaller than the L2 is timed reading
+   *  from memory, as in a serving step). */
+  FMHA_AUTOTUNE_KEEP_L2 = 1u << 1
+} fmha_autotune_flags;
+
+/** One configuration a plan can run (fmha_splitk_get_plan_config()). */
+typedef struct fmha_splitk_config {
+  /** Set by the caller to sizeof(fmha_splitk_config) (the INIT macro). */
+  size_t struct_size;
+  /** Its index among the plan's candidates (0 .. count - 1). */
+  int32_t index;
+  /** Nonzero for the configuration the heuristic chose. */
+  int32_t heuristic;
+  /** Nonzero for the configuration the plan runs now. */
+  int32_t selected;
+  /** Work items per worker the partition aims at: the batch's keys are cut
+   *  into about `waves * workers / (groups * heads_kv)` equal ranges; 0 is
+   *  one range (no sequence split by the partition); -1 when the schedule
+   *  is fixed by the problem (forced split_k, batch invariant). */
+  int32_t waves;
+  /** Ranges the batch's keys are cut into (0 when fixed by the problem). */
+  int32_t num_ranges;
+  /** Shortest piece of a split sequence, in keys (the chunk size when the
+   *  schedule is fixed by the problem). */
+  int32_t min_chunk_keys;
+  /** Most chunks a sequence gets for the expected lengths. */
+  int32_t split_k;
+  /** fmha_tune_state after the last autotune. */
+  int32_t tune_state;
+  /** Median time of one run in the last autotune, microseconds; -1 if not
+   *  timed. */
+  double time_us;
+  /** Relative difference of its output from the heuristic's, divided by the
+   *  bound of the problem's dtypes (> 1 is rejected); -1 if not timed. */
+  double error_ratio;
+  /** Workspace bytes a run of this configuration needs. */
+  size_t workspace_size;
+  /** Kernel and schedule, NUL-terminated, for logs. */
+  char name[96];
+} fmha_splitk_config;
+
+/** Initialiser for fmha_splitk_config. */
+#define FMHA_SPLITK_CONFIG_INIT FMHA_SPLITK_STRUCT_INIT(fmha_splitk_config)
+
+/** Options of fmha_splitk_autotune(); NULL means every default. */
+typedef struct fmha_autotune_options {
+  /** sizeof(fmha_autotune_options) as the caller compiled it. */
+  size_t struct_size;
+  /** Untimed runs before each candidate's timed ones (0: 3). */
+  int32_t warmup_runs;
+  /** Timed runs per candidate, of which the median counts (0: 20). */
+  int32_t timed_runs;
+  /** Bound on the whole autotune, milliseconds (0: 2000): candidates not
+   *  reached in time are skipped (FMHA_TUNE_SKIPPED). The heuristic's
+   *  configuration is always timed. */
+  double max_total_ms;
+  /** Bitwise OR of fmha_autotune_flags. */
+  uint32_t flags;
+  /** Reserved; must be zero. */
+  uint32_t reserved0;
+} fmha_autotune_options;
+
+/** Initialiser for fmha_autotune_options. */
+#define FMHA_AUTOTUNE_OPTIONS_INIT FMHA_SPLITK_STRUCT_INIT(fmha_autotune_options)
+
+/**
+ * Number of configurations the plan can run (>= 1; 1 for plans whose
+ * schedule the problem fixes).
+ * @return SUCCESS; INVALID_ARGUMENT if `plan` or `count` is NULL.
+ * Thread safety: safe; not concurrently with fmha_splitk_autotune() of the
+ * same plan.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_splitk_plan_config_count(fmha_splitk_plan_t plan,
+                                                             int32_t *count);
+
+/**
+ * Describes candidate `index` of the plan, with what the last autotune
+ * measured for it.
+ * @param config  caller's struct with struct_size set (the INIT macro); only
+ *                the bytes inside it are written.
+ * @return SUCCESS; INVALID_ARGUMENT if a pointer is NULL, struct_size is too
+ *         small or `index` is outside 0 .. count - 1.
+ * Thread safety: as fmha_splitk_plan_config_count().
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_splitk_get_plan_config(fmha_splitk_plan_t plan,
+                                                           int32_t index,
+                                                           fmha_splitk_config *config);
+
+/**
+ * Times the plan's candidate configurations on `args` (the caller's data
+ * and stream), rejects every candidate whose output differs from the
+ * heuristic's beyond the bound of the problem's dtypes (relative norm error
+ * of O above twice the documented forward bound plus the output rounding,
+ * a NaN where the heuristic has none or the reverse, or LSE off by more
+ * than 2e-3), and fixes the fastest remaining one in the plan. Unless
+ * FMHA_AUTOTUNE_NO_CACHE_STORE is set, the winner is recorded in the tuning
+ * cache for its problem class.
+ *
+ * The runs write O and LSE of `args` (they end holding the winner's
+ * result); `args->workspace` is not used (autotune allocates its own, and
+ * frees it). Synchronises the host with the stream; not capturable in a
+ * CUDA/HIP graph. GPU runs are timed with events, each after the L2 cache
+ * was overwritten (see FMHA_AUTOTUNE_KEEP_L2).
+ *
+ * The winner may need more workspace than the heuristic's choice: query
+ * fmha_splitk_plan_workspace_size() again afterwards (a run with the old,
+ * smaller size fails with INSUFFICIENT_WORKSPACE; the plan's own workspace
+ * is grown).
+ *
+ * @param options  NULL for the defaults.
+ * @return SUCCESS; INVALID_ARGUMENT (as fmha_splitk_run(), or bad options);
+ *         NOT_SUPPORTED (the plan's backend cannot time runs);
+ *         OUT_OF_MEMORY; DEVICE_ERROR; any status of the heuristic's own
+ *         run (the plan is then left as it was).
+ * Thread safety: no other call may use the same plan meanwhile; other
+ * plans, including ones of the same class tuned on other threads, may run
+ * and tune at once.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_splitk_autotune(fmha_splitk_plan_t plan,
+                                                    const fmha_splitk_args *args,
+                                                    const fmha_autotune_options *options);
+
+/**
+ * Writes the tuning cache into `buffer`: a versioned, checksummed byte
+ * string that fmha_tuning_cache_load() accepts in a process with the same
+ * library version and devices.
+ * @param buffer    destination, or NULL with capacity 0 to ask for the size.
+ * @param capacity  bytes available at `buffer`.
+ * @param size      receives the bytes the cache needs (always written).
+ * @return SUCCESS; INVALID_ARGUMENT if `size` is NULL, `buffer` is NULL
+ *         with capacity > 0, or capacity is smaller than the size (nothing
+ *         is written then).
+ * Thread safety: safe from any thread.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_save(void *buffer, size_t capacity,
+                                                      size_t *size);
+
+/**
+ * Adds the entries of a saved tuning cache to the process's cache
+ * (replacing entries of the same class and device). All or nothing: on any
+ * failure the cache is left as it was.
+ * @return SUCCESS; INVALID_ARGUMENT (NULL buffer with size > 0, a truncated
+ *         or corrupt buffer: bad magic, format, length or checksum);
+ *         NOT_SUPPORTED (made by another library version, or for a device
+ *         this process does not have: the message names it).
+ * Thread safety: safe from any thread.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_load(const void *buffer, size_t size);
+
+/**
+ * fmha_tuning_cache_save() into the file at `path` (created or replaced).
+ * @return as fmha_tuning_cache_save(); INVALID_ARGUMENT also for a NULL
+ *         path or a file that cannot be written (with the system's reason).
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_save_file(const char *path);
+
+/**
+ * fmha_tuning_cache_load() from the file at `path`.
+ * @return as fmha_tuning_cache_load(); INVALID_ARGUMENT also for a NULL
+ *         path or a file that cannot be read (with the system's reason).
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_load_file(const char *path);
+
+/**
+ * Number of entries in the tuning cache.
+ * @return SUCCESS; INVALID_ARGUMENT if `entries` is NULL.
+ */
+FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_entries(size_t *entries);
+
+/** Empties the tuning cache (plans already created keep their
+ *  configuration). */
+FMHA_SPLITK_EXPORT void fmha_tuning_cache_clear(void);
 
 /** @} */
 

@@ -104,7 +104,9 @@ typedef struct fmha_device_props {
   int32_t row_alignment;
   /** DLPack device type of tensors this backend accepts. */
   int32_t dl_device_type;
-  int32_t reserved;
+  /** Driver version (e.g. 13000 for CUDA 13.0; 0 on CPU): part of the
+   *  device's identity in the tuning cache. */
+  int32_t driver_version;
   /** Peak memory bandwidth estimate in GB/s (0 if unknown). */
   double memory_bandwidth_gbps;
   char name[96];
@@ -249,6 +251,18 @@ typedef struct fmha_backend_v1 {
    *  validates before computing and leaves nothing to report (the core
    *  answers SUCCESS). Appended: tables end here from this field on. */
   fmha_status (*check_status)(const fmha_plan_data *plan, void *workspace, void *stream, fmha_msg msg);
+  /** Autotuning: `warmup` untimed runs of `plan` on `views` (on
+   *  views->stream), then `timed` runs each timed alone (GPU: events, and
+   *  before each the L2 cache overwritten unless `keep_l2`); writes the
+   *  median in microseconds to *median_us. Synchronises the stream. May
+   *  allocate. NULL: the backend cannot time runs. */
+  fmha_status (*time_run)(const fmha_plan_data *plan, const fmha_run_views *views, int32_t warmup, int32_t timed,
+                          int32_t keep_l2, double *median_us, fmha_msg msg);
+  /** Autotuning: copies `bytes` at `src` (memory of device `device_id`) to
+   *  the host buffer `dst` once the work queued on `stream` is done;
+   *  synchronous. NULL: as time_run. */
+  fmha_status (*copy_to_host)(int32_t device_id, void *dst, const void *src, size_t bytes, void *stream,
+                              fmha_msg msg);
 } fmha_backend_v1;
 
 typedef int32_t (*fmha_backend_score_fn)(void);

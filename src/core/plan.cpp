@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -12,6 +14,7 @@
 #include "core/registry.h"
 #include "core/run_views.h"
 #include "core/schedule.h"
+#include "core/tuning.h"
 
 namespace {
 
@@ -29,7 +32,7 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
   fmha_plan_data data;
   std::memset(&data, 0, sizeof(data));
   data.problem = resolve_problem(problem);
-  const std::vector<int32_t> hint = copy_kv_seqlen_hint(problem.kv_seqlen_hint, data.problem);
+  std::vector<int32_t> hint = copy_kv_seqlen_hint(problem.kv_seqlen_hint, data.problem);
 
   const BackendChoice choice = Registry::instance().select(data.problem.backend, data.problem.device_id);
   const fmha_backend_v1 &table = *choice.backend->table;
@@ -41,17 +44,31 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
   data.device.device_id = choice.device_id;
   data.device.name[sizeof(data.device.name) - 1] = '\0';
 
-  std::string schedule_message;
-  const fmha_status scheduled = choose_schedule(data, hint.empty() ? nullptr : hint.data(), schedule_message);
-  if (scheduled != FMHA_STATUS_SUCCESS)
-    fail(scheduled, schedule_message.empty() ? std::string("the schedule could not be chosen") : schedule_message);
-
-  BackendMessage plan_message;
-  check_backend(table.plan(&data, plan_message.msg()), plan_message, table.name, "plan");
-  data.kernel_name[sizeof(data.kernel_name) - 1] = '\0';
+  // The heuristic, then the winner the tuning cache holds for the class, if
+  // any: a cached choice the backend cannot plan leaves the heuristic's.
+  const fmha_plan_data unplanned = data;
+  ScheduleChoice schedule_choice;
+  plan_with_choice(data, table, hint, schedule_choice);
+  int32_t source = FMHA_CONFIG_HEURISTIC;
+  if (data.schedule == FMHA_SCHEDULE_BALANCED) {
+    if (const std::optional<ScheduleChoice> cached = cached_choice(data, hint)) {
+      fmha_plan_data tuned = unplanned;
+      ScheduleChoice tuned_choice = *cached;
+      try {
+        plan_with_choice(tuned, table, hint, tuned_choice);
+        data = tuned;
+        schedule_choice = tuned_choice;
+        source = FMHA_CONFIG_TUNING_CACHE;
+      } catch (const Error &) {
+      }
+    }
+  }
 
   auto plan = std::make_unique<fmha_splitk_plan_s>(data, table);
-  if (data.workspace_size > 0) {
+  plan->kv_seqlen_hint = std::move(hint);
+  plan->choice = schedule_choice;
+  plan->config_source = source;
+  if (data.workspace_size > 0 && !(data.problem.flags & FMHA_FLAG_EXTERNAL_WORKSPACE)) {
     // Kept only on success: a failed alloc may leave anything in `workspace`.
     void *workspace = nullptr;
     BackendMessage alloc_message;
@@ -62,10 +79,27 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
   return plan;
 }
 
+void plan_with_choice(fmha_plan_data &data, const fmha_backend_v1 &backend, const std::vector<int32_t> &kv_seqlen_hint,
+                      ScheduleChoice &choice) {
+  std::string schedule_message;
+  const fmha_status scheduled =
+      choose_schedule(data, kv_seqlen_hint.empty() ? nullptr : kv_seqlen_hint.data(), schedule_message, &choice);
+  if (scheduled != FMHA_STATUS_SUCCESS)
+    fail(scheduled, schedule_message.empty() ? std::string("the schedule could not be chosen") : schedule_message);
+
+  BackendMessage plan_message;
+  check_backend(backend.plan(&data, plan_message.msg()), plan_message, backend.name, "plan");
+  data.kernel_name[sizeof(data.kernel_name) - 1] = '\0';
+}
+
 void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
   fmha_run_views views = run_views(plan.data, args);
   views.stream = args.stream;
   const bool owned = args.workspace == nullptr;
+  if (owned && plan.owned_workspace == nullptr && plan.data.workspace_size > 0)
+    fail(FMHA_STATUS_INSUFFICIENT_WORKSPACE,
+         cat("args.workspace is NULL, but the plan needs ", plan.data.workspace_size,
+             " bytes of workspace and was created with FMHA_FLAG_EXTERNAL_WORKSPACE: pass one"));
   if (owned) {
     views.workspace = plan.owned_workspace;
     views.workspace_size = plan.data.workspace_size;
@@ -93,6 +127,8 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
 void check_plan_status(fmha_splitk_plan_s &plan, void *workspace, void *stream) {
   if (!(plan.data.problem.flags & FMHA_FLAG_CHECKED) || plan.backend.check_status == nullptr) return;
   const bool owned = workspace == nullptr;
+  if (owned && plan.owned_workspace == nullptr && plan.data.workspace_size > 0)
+    invalid("workspace is NULL, but the plan owns none (FMHA_FLAG_EXTERNAL_WORKSPACE): pass the run's workspace");
   if (owned) workspace = plan.owned_workspace;
   // No workspace: no run of this plan can have recorded anything.
   if (workspace == nullptr) return;
@@ -104,7 +140,7 @@ void check_plan_status(fmha_splitk_plan_s &plan, void *workspace, void *stream) 
                 "check_status");
 }
 
-fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan) {
+fmha_splitk_plan_info plan_info(fmha_splitk_plan_s &plan) {
   const fmha_plan_data &data = plan.data;
   fmha_splitk_plan_info info;
   std::memset(&info, 0, sizeof(info));
@@ -119,6 +155,13 @@ fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan) {
   copy_name(info.backend_name, plan.backend.name);
   copy_name(info.kernel_name, data.kernel_name);
   copy_name(info.device_name, data.device.name);
+  info.config_source = plan.config_source;
+  if (plan.config_source == FMHA_CONFIG_HEURISTIC) {
+    info.config_index = 0;  // the heuristic is candidate 0: no need to enumerate
+  } else {
+    std::lock_guard<std::mutex> lock(plan.tuning_lock);
+    info.config_index = selected_candidate(plan);
+  }
   return info;
 }
 

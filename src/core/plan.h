@@ -5,11 +5,16 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/backend_api.h"
+#include "core/schedule.h"
+#include "core/tuning.h"
 
 // The object behind fmha_splitk_plan_t. Read-only after creation except for
-// the workspace lock.
+// the workspace lock, the lazily computed candidates, and what
+// fmha_splitk_autotune() changes (which no other call on the plan may
+// overlap).
 struct fmha_splitk_plan_s {
   fmha_splitk_plan_s(const fmha_plan_data &plan_data, const fmha_backend_v1 &backend_table)
       : data(plan_data), backend(backend_table) {}
@@ -17,12 +22,22 @@ struct fmha_splitk_plan_s {
   fmha_splitk_plan_s &operator=(const fmha_splitk_plan_s &) = delete;
   ~fmha_splitk_plan_s();
 
-  const fmha_plan_data data;
+  fmha_plan_data data;
   const fmha_backend_v1 &backend;
+  // The expected lengths given at creation (empty: max_kv_seqlen each), kept
+  // to plan the candidates and key the tuning cache.
+  std::vector<int32_t> kv_seqlen_hint;
+  // The partition parameters `data` was planned with, and where they came
+  // from (fmha_config_source).
+  fmha::core::ScheduleChoice choice;
+  int32_t config_source = FMHA_CONFIG_HEURISTIC;
   // Used by runs that pass no workspace; NULL when workspace_size is 0.
   void *owned_workspace = nullptr;
   // Gives the owned workspace to one run at a time.
   std::mutex owned_workspace_lock;
+  // Guards `candidates` (computed on first use by the config queries).
+  std::mutex tuning_lock;
+  std::vector<fmha::core::Candidate> candidates;
 };
 
 namespace fmha::core {
@@ -34,7 +49,14 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
 // `args` come from read_versioned.
 void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args);
 
-fmha_splitk_plan_info plan_info(const fmha_splitk_plan_s &plan);
+fmha_splitk_plan_info plan_info(fmha_splitk_plan_s &plan);
+
+// Plans `data` (problem, device and the expected lengths already in place)
+// with the partition `choice` (waves < 0: the heuristic; receives the
+// parameters used) through the core's schedule and the backend's plan().
+// Throws as plan creation does.
+void plan_with_choice(fmha_plan_data &data, const fmha_backend_v1 &backend,
+                      const std::vector<int32_t> &kv_seqlen_hint, ScheduleChoice &choice);
 
 // fmha_splitk_check_status: nothing to report unless the plan is checked and
 // its backend records violations on the device; `workspace` NULL is the

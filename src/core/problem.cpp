@@ -12,7 +12,8 @@ namespace fmha::core {
 namespace {
 
 constexpr uint32_t kKnownFlags = FMHA_FLAG_BATCH_INVARIANT | FMHA_FLAG_WRITE_PARTIALS | FMHA_FLAG_V_FROM_K |
-                                 FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV | FMHA_FLAG_CHECKED;
+                                 FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV | FMHA_FLAG_CHECKED |
+                                 FMHA_FLAG_EXTERNAL_WORKSPACE;
 constexpr int32_t kMaxSplitK = 4096;
 constexpr int32_t kDefaultKvChunkSize = 256;
 constexpr int32_t kMaxPageSize = 256;

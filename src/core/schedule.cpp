@@ -62,13 +62,6 @@ class ByteCount {
   bool overflow_ = false;
 };
 
-// Ranges a run with `total_keys` keys in the batch is actually cut into: the
-// plan's num_ranges, but none shorter than the minimum piece length.
-int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys) {
-  const int64_t by_length = std::max<int64_t>(1, total_keys / plan.kv_chunk_size);
-  return std::min<int64_t>(plan.num_ranges, by_length);
-}
-
 // Calls emit(Piece) for every piece of the batch in (batch, kv_begin) order,
 // with slots numbered densely in that order. kv_len(b) gives the keys of
 // sequence b, in [0, max_kv_seqlen]. The single definition of the partition:
@@ -145,30 +138,41 @@ void for_each_piece(const fmha_plan_data &plan, KvLen kv_len, Emit emit) {
   }
 }
 
-// BALANCED: ranges for the expected lengths (hint, or max_kv_seqlen each).
-// One range when the longest sequence is no more work than the mean load of
-// a worker (the batch alone fills the device evenly); otherwise enough that
-// ranges x groups x K/V heads is a small multiple of the workers.
-int64_t balanced_ranges(const fmha_plan_data &plan, int64_t total_keys, int64_t longest, int32_t min_piece) {
+// BALANCED: the ranges that `waves` work items per worker give for the
+// expected lengths, none shorter than min_piece keys.
+int64_t ranges_for_waves(const fmha_plan_data &plan, int64_t total_keys, int32_t waves, int32_t min_piece) {
+  const fmha_splitk_problem &problem = plan.problem;
+  if (waves <= 0 || total_keys == 0) return 1;
+  const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
+  const int64_t workers = std::max<int32_t>(1, plan.device.num_workers);
+  // A GPU's wave is rounded down so that no CTA is left for another wave;
+  // the CPU's threads round up, for balance.
+  const int64_t wanted = plan.device.dl_device_type == kDLCPU
+                             ? ceil_div(waves * workers, items_per_range)
+                             : std::max<int64_t>(1, waves * workers / items_per_range);
+  const int64_t by_length = std::max<int64_t>(1, total_keys / min_piece);
+  return std::min({wanted, by_length, kMaxInt32});
+}
+
+// The heuristic's waves for the expected lengths (hint, or max_kv_seqlen
+// each): none (one range) when the longest sequence is no more work than
+// the mean load of a worker (the batch alone fills the device evenly);
+// otherwise enough that ranges x groups x K/V heads is a small multiple of
+// the workers.
+int32_t heuristic_waves(const fmha_plan_data &plan, int64_t total_keys, int64_t longest) {
   const fmha_splitk_problem &problem = plan.problem;
   const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
   const int64_t workers = std::max<int32_t>(1, plan.device.num_workers);
-  if (total_keys == 0) return 1;
+  if (total_keys == 0) return 0;
   // longest * workers <= total_keys * items_per_range, without overflow.
   const double mean_worker_load =
       static_cast<double>(total_keys) * static_cast<double>(items_per_range) / static_cast<double>(workers);
-  if (static_cast<double>(longest) <= mean_worker_load) return 1;
+  if (static_cast<double>(longest) <= mean_worker_load) return 0;
   // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128
   // and 2 at 256 (backends/cuda/kernels/splitk_forward.cuh): one full wave
-  // of those, rounded down so that no CTA is left for a second wave. The
-  // CPU's threads take 2 items each, for balance.
-  const bool cpu = plan.device.dl_device_type == kDLCPU;
-  const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
-  const int64_t items_per_worker = cpu ? kItemsPerWorker : head_dim <= 128 ? 3 : 2;
-  const int64_t wanted = cpu ? ceil_div(items_per_worker * workers, items_per_range)
-                             : std::max<int64_t>(1, items_per_worker * workers / items_per_range);
-  const int64_t by_length = std::max<int64_t>(1, total_keys / min_piece);
-  return std::min({wanted, by_length, kMaxInt32});
+  // of those. The CPU's threads take 2 items each, for balance.
+  if (plan.device.dl_device_type == kDLCPU) return kItemsPerWorker;
+  return std::max(problem.head_dim_qk, problem.head_dim_v) <= 128 ? 3 : 2;
 }
 
 bool refuse(std::string &message, std::string text) {
@@ -247,7 +251,13 @@ bool size_workspace(fmha_plan_data &plan, std::string &message) {
 
 }  // namespace
 
-fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint, std::string &message) {
+int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys) {
+  const int64_t by_length = std::max<int64_t>(1, total_keys / plan.kv_chunk_size);
+  return std::min<int64_t>(plan.num_ranges, by_length);
+}
+
+fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint, std::string &message,
+                            ScheduleChoice *choice) {
   const fmha_splitk_problem &problem = plan.problem;
   if (!check_problem(problem, message)) return FMHA_STATUS_INVALID_ARGUMENT;
 
@@ -278,14 +288,26 @@ fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
     partials = chunks == 1 ? 0 : batch * chunks;
   } else {
     plan.schedule = FMHA_SCHEDULE_BALANCED;
-    const int32_t min_piece = plan.device.dl_device_type == kDLCPU ? kMinPieceKeysCpu : kMinPieceKeysGpu;
     int64_t total_keys = 0;
     int64_t longest = 0;
     for (int64_t b = 0; b < batch; ++b) {
       total_keys += expected_len(b);
       longest = std::max(longest, expected_len(b));
     }
-    const int64_t ranges = balanced_ranges(plan, total_keys, longest, min_piece);
+    ScheduleChoice used;
+    if (choice != nullptr && choice->waves >= 0) {
+      if (choice->min_piece < 1) {
+        message = "schedule choice: min_piece = " + std::to_string(choice->min_piece) + " must be >= 1";
+        return FMHA_STATUS_INVALID_ARGUMENT;
+      }
+      used = *choice;
+    } else {
+      used.waves = heuristic_waves(plan, total_keys, longest);
+      used.min_piece = plan.device.dl_device_type == kDLCPU ? kMinPieceKeysCpu : kMinPieceKeysGpu;
+    }
+    if (choice != nullptr) *choice = used;
+    const int32_t min_piece = used.min_piece;
+    const int64_t ranges = ranges_for_waves(plan, total_keys, used.waves, min_piece);
     plan.kv_chunk_size = min_piece;
     plan.num_ranges = static_cast<int32_t>(ranges);
     // R ranges have R - 1 inner boundaries; each adds one piece, and a split
@@ -309,6 +331,7 @@ fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
               " chunks per sequence needs " + std::to_string(partials) + " partial slots, more than 2147483647";
     return FMHA_STATUS_INVALID_ARGUMENT;
   }
+  if (choice != nullptr && plan.schedule != FMHA_SCHEDULE_BALANCED) *choice = ScheduleChoice{-1, plan.kv_chunk_size};
   plan.max_partials = partials;
   if (!size_workspace(plan, message)) return FMHA_STATUS_INVALID_ARGUMENT;
   return FMHA_STATUS_SUCCESS;

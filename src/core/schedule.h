@@ -22,12 +22,28 @@ struct Piece {
   int32_t slot;
 };
 
+// The parameters of a BALANCED partition, the knobs autotuning turns:
+// `waves` work items per worker that the ranges aim at (0: a single range,
+// no sequence split) and the shortest piece `min_piece` in keys. waves < 0
+// asks for the heuristic. Schedules the problem fixes (forced split_k,
+// batch invariant) have none: waves = -1 after choose_schedule.
+struct ScheduleChoice {
+  int32_t waves = -1;
+  int32_t min_piece = 0;
+};
+
 // Fills plan.schedule, split_k, kv_chunk_size, num_ranges, max_partials,
 // rows_per_kv_head and the workspace layout (ws_* and workspace_size) from
 // plan.problem (defaults resolved), plan.device and the optional host length
-// hint. Returns SUCCESS or INVALID_ARGUMENT / NOT_SUPPORTED with `message`.
+// hint. `choice` (optional) asks for a BALANCED partition's parameters
+// (ignored for schedules the problem fixes) and receives the ones used.
+// Returns SUCCESS or INVALID_ARGUMENT / NOT_SUPPORTED with `message`.
 fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
-                            std::string &message);
+                            std::string &message, ScheduleChoice *choice = nullptr);
+
+// Ranges of a BALANCED plan a run with `total_keys` keys actually uses (the
+// plan's num_ranges, but none shorter than its minimum piece).
+int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys);
 
 // Number of pieces partition() can produce at most for this plan.
 int64_t max_pieces(const fmha_plan_data &plan);

@@ -85,7 +85,7 @@ PIN_FIELD(fmha_splitk_args, workspace, 160, 8);
 PIN_FIELD(fmha_splitk_args, workspace_size, 168, 8);
 PIN_FIELD(fmha_splitk_args, stream, 176, 8);
 
-PIN_SIZE(fmha_splitk_plan_info, 248);
+PIN_SIZE(fmha_splitk_plan_info, 256);
 PIN_FIELD(fmha_splitk_plan_info, struct_size, 0, 8);
 PIN_FIELD(fmha_splitk_plan_info, backend, 8, 4);
 PIN_FIELD(fmha_splitk_plan_info, device_id, 12, 4);
@@ -97,6 +97,31 @@ PIN_FIELD(fmha_splitk_plan_info, workspace_size, 32, 8);
 PIN_FIELD(fmha_splitk_plan_info, backend_name, 40, 16);
 PIN_FIELD(fmha_splitk_plan_info, kernel_name, 56, 96);
 PIN_FIELD(fmha_splitk_plan_info, device_name, 152, 96);
+PIN_FIELD(fmha_splitk_plan_info, config_index, 248, 4);
+PIN_FIELD(fmha_splitk_plan_info, config_source, 252, 4);
+
+PIN_SIZE(fmha_splitk_config, 160);
+PIN_FIELD(fmha_splitk_config, struct_size, 0, 8);
+PIN_FIELD(fmha_splitk_config, index, 8, 4);
+PIN_FIELD(fmha_splitk_config, heuristic, 12, 4);
+PIN_FIELD(fmha_splitk_config, selected, 16, 4);
+PIN_FIELD(fmha_splitk_config, waves, 20, 4);
+PIN_FIELD(fmha_splitk_config, num_ranges, 24, 4);
+PIN_FIELD(fmha_splitk_config, min_chunk_keys, 28, 4);
+PIN_FIELD(fmha_splitk_config, split_k, 32, 4);
+PIN_FIELD(fmha_splitk_config, tune_state, 36, 4);
+PIN_FIELD(fmha_splitk_config, time_us, 40, 8);
+PIN_FIELD(fmha_splitk_config, error_ratio, 48, 8);
+PIN_FIELD(fmha_splitk_config, workspace_size, 56, 8);
+PIN_FIELD(fmha_splitk_config, name, 64, 96);
+
+PIN_SIZE(fmha_autotune_options, 32);
+PIN_FIELD(fmha_autotune_options, struct_size, 0, 8);
+PIN_FIELD(fmha_autotune_options, warmup_runs, 8, 4);
+PIN_FIELD(fmha_autotune_options, timed_runs, 12, 4);
+PIN_FIELD(fmha_autotune_options, max_total_ms, 16, 8);
+PIN_FIELD(fmha_autotune_options, flags, 24, 4);
+PIN_FIELD(fmha_autotune_options, reserved0, 28, 4);
 
 PIN_SIZE(fmha_merge_args, 72);
 PIN_FIELD(fmha_merge_args, struct_size, 0, 8);
@@ -232,3 +257,17 @@ PIN_VALUE(FMHA_FLAG_V_FROM_K, 4);
 PIN_VALUE(FMHA_FLAG_FP8_QK, 8);
 PIN_VALUE(FMHA_FLAG_FP8_PV, 16);
 PIN_VALUE(FMHA_FLAG_CHECKED, 32);
+PIN_VALUE(FMHA_FLAG_EXTERNAL_WORKSPACE, 64);
+
+PIN_VALUE(FMHA_CONFIG_HEURISTIC, 0);
+PIN_VALUE(FMHA_CONFIG_TUNING_CACHE, 1);
+PIN_VALUE(FMHA_CONFIG_AUTOTUNE, 2);
+
+PIN_VALUE(FMHA_TUNE_UNTIMED, 0);
+PIN_VALUE(FMHA_TUNE_ACCEPTED, 1);
+PIN_VALUE(FMHA_TUNE_REJECTED, 2);
+PIN_VALUE(FMHA_TUNE_SKIPPED, 3);
+PIN_VALUE(FMHA_TUNE_FAILED, 4);
+
+PIN_VALUE(FMHA_AUTOTUNE_NO_CACHE_STORE, 1);
+PIN_VALUE(FMHA_AUTOTUNE_KEEP_L2, 2);

@@ -493,6 +493,30 @@ TEST_F(Run, CallerWorkspace) {
   fmha_splitk_destroy_plan(plan);
 }
 
+TEST_F(Run, ExternalWorkspaceMustBePassed) {
+  problem_.flags = FMHA_FLAG_EXTERNAL_WORKSPACE;
+  const RunSetup setup(problem_);
+  fmha_splitk_plan_t plan = make_plan(problem_);
+  size_t size = 0;
+  EXPECT_FMHA_OK(fmha_splitk_plan_workspace_size(plan, &size));
+  ASSERT_GT(size, 0u);
+  EXPECT_FMHA_ERROR(fmha_splitk_run(plan, &setup.args), FMHA_STATUS_INSUFFICIENT_WORKSPACE,
+                    "FMHA_FLAG_EXTERNAL_WORKSPACE");
+  std::vector<std::max_align_t> storage(size / sizeof(std::max_align_t) + 64);
+  auto base = reinterpret_cast<uintptr_t>(storage.data());
+  fmha_splitk_args args = setup.args;
+  args.workspace = reinterpret_cast<void *>((base + 255) / 256 * 256);
+  args.workspace_size = size;
+  EXPECT_FMHA_OK(fmha_splitk_run(plan, &args));
+  fmha_splitk_destroy_plan(plan);
+  // Unsplit, the plan needs no workspace and runs without one.
+  problem_.split_k = 1;
+  const RunSetup unsplit(problem_);
+  plan = make_plan(problem_);
+  EXPECT_FMHA_OK(fmha_splitk_run(plan, &unsplit.args));
+  fmha_splitk_destroy_plan(plan);
+}
+
 TEST_F(Run, EmptyBatchValidatesThenSucceeds) {
   problem_.batch = 0;
   RunSetup setup(problem_);

@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 seconds=${1:-30}
 export ASAN_OPTIONS=allocator_may_return_null=1
-for target in fuzz_plan fuzz_run fuzz_merge_quantize; do
+for target in fuzz_plan fuzz_run fuzz_merge_quantize fuzz_tuning_cache; do
   scratch=$(mktemp -d)
   build-fuzz/bin/$target -max_total_time="$seconds" -max_len=128 -malloc_limit_mb=1048576 -seed=1 -artifact_prefix="$scratch/" \
     "$scratch" >/dev/null 2>&1

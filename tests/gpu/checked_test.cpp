@@ -414,5 +414,30 @@ TEST(CheckedModeClean, FreshWorkspaceAndLaterRunsReadClean) {
       << "each run starts from a clean record: " << fmha_last_error_message();
 }
 
+// A checked plan with FMHA_FLAG_EXTERNAL_WORKSPACE owns no workspace: its
+// runs and status reads need the caller's, and say so when it is missing.
+TEST(CheckedModeClean, ExternalWorkspaceIsNamedWhenMissing) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  CheckedCase c{"padded_external", FMHA_KV_PADDED, FMHA_Q_FIXED, 2, false, nullptr};
+  const AttentionCase spec = spec_for(c);
+  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
+  const DeviceInputs in = upload_inputs(*data);
+  fmha_splitk_problem checked = data->problem;
+  checked.flags |= FMHA_FLAG_CHECKED | FMHA_FLAG_EXTERNAL_WORKSPACE;
+  const PlanPtr plan = make_plan(checked);
+  const DeviceBuffer workspace(workspace_size(plan.get()));
+  const Stream stream;
+  const Outputs out = run_once(*data, in, plan.get(), &workspace, stream);
+  EXPECT_EQ(fmha_splitk_check_status(plan.get(), workspace.get(), stream.get()), FMHA_STATUS_SUCCESS)
+      << fmha_last_error_message();
+  EXPECT_EQ(fmha_splitk_check_status(plan.get(), nullptr, stream.get()), FMHA_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fmha_last_error_message()).find("FMHA_FLAG_EXTERNAL_WORKSPACE"), std::string::npos)
+      << fmha_last_error_message();
+  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
+  EXPECT_TRUE(o_matches(fmha_oracle::to_doubles(out.o), ref, attention_tolerance(spec.dtype, output_dtype(spec), ref.o)));
+}
+
 }  // namespace
 }  // namespace fmha_test

@@ -87,7 +87,9 @@ const fmha_backend_v1 table = {FAKE_API_VERSION,
                                alloc,
                                release,
                                nullptr,
-                               nullptr};
+                               nullptr,
+                               nullptr,   // time_run: autotune answers NOT_SUPPORTED
+                               nullptr};  // copy_to_host
 
 }  // namespace
 

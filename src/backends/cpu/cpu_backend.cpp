@@ -3,6 +3,7 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/forward.h"
 #include "backends/cpu/merge.h"
@@ -112,6 +114,33 @@ fmha_status alloc(int32_t, size_t bytes, void **ptr, fmha_msg msg) {
 
 void release(int32_t, void *ptr) { std::free(ptr); }
 
+// Runs are synchronous: a steady clock around each one times it.
+fmha_status time_run(const fmha_plan_data *plan, const fmha_run_views *views, int32_t warmup, int32_t timed,
+                     int32_t, double *median_us, fmha_msg msg) {
+  return guarded(msg, [&] {
+    for (int32_t i = 0; i < warmup; ++i) {
+      const fmha_status st = run_forward(*plan, *views, msg);
+      if (st != FMHA_STATUS_SUCCESS) return st;
+    }
+    std::vector<double> times;
+    times.reserve(static_cast<size_t>(std::max(timed, 1)));
+    for (int32_t i = 0; i < std::max(timed, 1); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      const fmha_status st = run_forward(*plan, *views, msg);
+      if (st != FMHA_STATUS_SUCCESS) return st;
+      times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    *median_us = times[times.size() / 2];
+    return FMHA_STATUS_SUCCESS;
+  });
+}
+
+fmha_status copy_to_host(int32_t, void *dst, const void *src, size_t bytes, void *, fmha_msg) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return FMHA_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 const fmha_backend_v1 *backend_table() {
@@ -130,6 +159,8 @@ const fmha_backend_v1 *backend_table() {
       release,
       nullptr,  // nothing to shut down: the thread pool lives as long as the process
       nullptr,  // nothing to check: every run validates the metadata before computing
+      time_run,
+      copy_to_host,
   };
   return &table;
 }

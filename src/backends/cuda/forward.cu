@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -145,9 +146,15 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     return FMHA_STATUS_NOT_SUPPORTED;
   }
 
-  int smem_optin = 0;
-  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan->device.device_id),
-                  msg);
+  // Read once per device (ordinals below 64): plan creation is on the
+  // serving path.
+  static std::atomic<int> smem_optin_cache[64] = {};
+  const int device_id = plan->device.device_id;
+  int smem_optin = device_id >= 0 && device_id < 64 ? smem_optin_cache[device_id].load(std::memory_order_relaxed) : 0;
+  if (smem_optin == 0) {
+    FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id), msg);
+    if (device_id >= 0 && device_id < 64) smem_optin_cache[device_id].store(smem_optin, std::memory_order_relaxed);
+  }
   const ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg, "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/forward.h"
@@ -33,7 +34,7 @@ cudaError_t compute_capability(int device, int *capability) {
   return err;
 }
 
-fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+fmha_status read_device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
   int sms = 0, capability = 0, memory_clock_khz = 0, bus_width_bits = 0;
   FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id), msg);
   FMHA_CUDA_CHECK(compute_capability(device_id, &capability), msg);
@@ -49,12 +50,38 @@ fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg
   // 16-byte rows let every kernel use 128-bit loads without a tail path.
   props.row_alignment = 16;
   props.dl_device_type = kDLCUDA;
+  props.driver_version = gpu::driver_version_or_zero();
   // Double data rate: two transfers per memory clock over the whole bus.
   props.memory_bandwidth_gbps = 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
   // Names are short; cut a long one to fit rather than fail.
   std::snprintf(props.name, sizeof props.name, "%.*s", static_cast<int>(sizeof props.name - 1), properties.name);
   *out = props;
   return FMHA_STATUS_SUCCESS;
+}
+
+// Every plan asks for its device's properties, and cudaGetDeviceProperties
+// alone costs about 100 us (it fills every field); they never change, so
+// each device's are read once (ordinals past 63 are read every time).
+fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+  constexpr int kCached = 64;
+  static std::mutex lock;
+  static fmha_device_props cached[kCached];
+  static bool valid[kCached] = {};
+  const bool cacheable = device_id >= 0 && device_id < kCached;
+  if (cacheable) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (valid[device_id]) {
+      *out = cached[device_id];
+      return FMHA_STATUS_SUCCESS;
+    }
+  }
+  const fmha_status st = read_device_props(device_id, out, msg);
+  if (st == FMHA_STATUS_SUCCESS && cacheable) {
+    std::lock_guard<std::mutex> guard(lock);
+    cached[device_id] = *out;
+    valid[device_id] = true;
+  }
+  return st;
 }
 
 fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
@@ -99,6 +126,8 @@ fmha_backend_v1 make_table() {
   // destroy the application's own CUDA state.
   table.shutdown = nullptr;
   table.check_status = check_status;
+  table.time_run = gpu::time_run_entry<run>;
+  table.copy_to_host = gpu::copy_to_host_entry;
   return table;
 }
 

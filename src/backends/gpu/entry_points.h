@@ -86,6 +86,88 @@ inline void free_entry(int32_t device_id, void *ptr) {
   if (free_device(ptr) != kSuccess) (void)take_last_error();
 }
 
+// Autotuning's timing (fmha_backend_v1::time_run) around a plugin's `Run`
+// entry: `warmup` runs, then `timed` runs between two events each, the L2
+// overwritten before each (unless keep_l2) so that a problem smaller than
+// the L2 is timed from memory; the median in microseconds.
+template <fmha_status (*Run)(const fmha_plan_data *, const fmha_run_views *, fmha_msg)>
+fmha_status time_run_entry(const fmha_plan_data *plan, const fmha_run_views *views, int32_t warmup, int32_t timed,
+                           int32_t keep_l2, double *median_us, fmha_msg msg) {
+  ScopedDevice device;
+  fmha_status st = device.enter(plan->device.device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  const Stream stream = static_cast<Stream>(views->stream);
+  // Owns what the timing allocates, on every exit.
+  struct Resources {
+    Event start = nullptr, stop = nullptr;
+    void *flush = nullptr;
+    ~Resources() {
+      if (start != nullptr) (void)event_destroy(start);
+      if (stop != nullptr) (void)event_destroy(stop);
+      if (flush != nullptr) (void)free_device(flush);
+      (void)take_last_error();
+    }
+  } resources;
+  FMHA_GPU_CHECK(event_create(&resources.start), msg);
+  FMHA_GPU_CHECK(event_create(&resources.stop), msg);
+  size_t flush_bytes = 0;
+  if (!keep_l2) {
+    int l2 = 0;
+    FMHA_GPU_CHECK(l2_cache_bytes(plan->device.device_id, &l2), msg);
+    // Twice the L2, so that none of the problem's lines survive.
+    flush_bytes = 2 * static_cast<size_t>(l2 > 0 ? l2 : 0);
+    if (flush_bytes > 0) FMHA_GPU_CHECK(malloc_device(&resources.flush, flush_bytes), msg);
+  }
+  for (int32_t i = 0; i < warmup; ++i) {
+    st = Run(plan, views, msg);
+    if (st != FMHA_STATUS_SUCCESS) return st;
+  }
+  const int32_t runs = timed > 0 ? timed : 1;
+  double times[256];
+  const int32_t kept = runs < 256 ? runs : 256;
+  for (int32_t i = 0; i < kept; ++i) {
+    if (resources.flush != nullptr) FMHA_GPU_CHECK(memset_async(resources.flush, i & 0xff, flush_bytes, stream), msg);
+    FMHA_GPU_CHECK(event_record(resources.start, stream), msg);
+    st = Run(plan, views, msg);
+    if (st != FMHA_STATUS_SUCCESS) return st;
+    FMHA_GPU_CHECK(event_record(resources.stop, stream), msg);
+    FMHA_GPU_CHECK(event_synchronize(resources.stop), msg);
+    float ms = 0;
+    FMHA_GPU_CHECK(event_elapsed_ms(&ms, resources.start, resources.stop), msg);
+    times[i] = 1e3 * ms;
+  }
+  // Median by insertion sort (at most 256 values).
+  for (int32_t i = 1; i < kept; ++i)
+    for (int32_t j = i; j > 0 && times[j - 1] > times[j]; --j) {
+      const double t = times[j];
+      times[j] = times[j - 1];
+      times[j - 1] = t;
+    }
+  *median_us = times[kept / 2];
+  return FMHA_STATUS_SUCCESS;
+}
+
+inline fmha_status copy_to_host_entry(int32_t device_id, void *dst, const void *src, size_t bytes, void *stream,
+                                      fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  if (bytes == 0) return FMHA_STATUS_SUCCESS;
+  FMHA_GPU_CHECK(copy_to_host_async(dst, src, bytes, static_cast<Stream>(stream)), msg);
+  FMHA_GPU_CHECK(stream_synchronize(static_cast<Stream>(stream)), msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+// The driver's version, 0 when it cannot tell.
+inline int32_t driver_version_or_zero() {
+  int version = 0;
+  if (driver_version(&version) != kSuccess) {
+    (void)take_last_error();
+    return 0;
+  }
+  return version;
+}
+
 // The devices the runtime shows; 0 when it has none to show. The count
 // fails without a driver (CUDA) or without an AMD GPU (HIP:
 // hipErrorNoDevice): that is no device, not an error.

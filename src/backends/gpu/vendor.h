@@ -9,6 +9,9 @@
 //   is_out_of_memory, error_name, error_string, take_last_error
 //   get_device_count, get_device, set_device, malloc_device, free_device,
 //   memory_device                   the runtime calls the entry points make
+//   Event, driver_version, l2_cache_bytes, event_*, memset_async,
+//   copy_to_host_async, stream_synchronize
+//                                   what autotuning's timing needs
 //   kMaxKernelParamBytes            largest kernel parameter block
 //   FMHA_GPU_GRID_CONSTANT          qualifier of by-value kernel parameters
 //   half_t, bf16_t                  16-bit float types, with to_float,

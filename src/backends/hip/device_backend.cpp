@@ -65,6 +65,7 @@ fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg
   // 16-byte rows let every kernel use 128-bit loads without a tail path.
   props.row_alignment = 16;
   props.dl_device_type = kDLROCM;
+  props.driver_version = fmha::gpu::driver_version_or_zero();
   // HBM: two transfers per memory clock over the whole bus.
   props.memory_bandwidth_gbps = 2.0 * memory_clock_khz * 1e3 * (bus_width_bits / 8.0) / 1e9;
   // "AMD Instinct MI300X (gfx942)"; cut a long one to fit rather than fail.
@@ -107,6 +108,8 @@ fmha_backend_v1 make_table() {
   // Nothing to release: the table is static, and resetting devices would
   // destroy the application's own HIP state.
   table.shutdown = nullptr;
+  // No forward kernel yet (plan refuses every problem): nothing to time, so
+  // time_run and copy_to_host stay NULL and autotune answers NOT_SUPPORTED.
   return table;
 }
 

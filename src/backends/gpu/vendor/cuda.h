@@ -34,6 +34,26 @@ inline Error set_device(int device) { return cudaSetDevice(device); }
 inline Error malloc_device(void **ptr, size_t bytes) { return cudaMalloc(ptr, bytes); }
 inline Error free_device(void *ptr) { return cudaFree(ptr); }
 
+// What autotuning needs: the driver's version, the L2 size, events, and a
+// copy to the host.
+using Event = cudaEvent_t;
+inline Error driver_version(int *version) { return cudaDriverGetVersion(version); }
+inline Error l2_cache_bytes(int device, int *bytes) {
+  return cudaDeviceGetAttribute(bytes, cudaDevAttrL2CacheSize, device);
+}
+inline Error event_create(Event *event) { return cudaEventCreate(event); }
+inline Error event_destroy(Event event) { return cudaEventDestroy(event); }
+inline Error event_record(Event event, Stream stream) { return cudaEventRecord(event, stream); }
+inline Error event_synchronize(Event event) { return cudaEventSynchronize(event); }
+inline Error event_elapsed_ms(float *ms, Event start, Event stop) { return cudaEventElapsedTime(ms, start, stop); }
+inline Error memset_async(void *ptr, int value, size_t bytes, Stream stream) {
+  return cudaMemsetAsync(ptr, value, bytes, stream);
+}
+inline Error copy_to_host_async(void *dst, const void *src, size_t bytes, Stream stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+}
+inline Error stream_synchronize(Stream stream) { return cudaStreamSynchronize(stream); }
+
 // The device that owns the memory at `ptr`, or -1 for memory no device
 // owns (pinned host memory, or system memory that HMM / ATS systems such as
 // Grace Hopper let kernels read).

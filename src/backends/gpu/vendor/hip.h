@@ -43,6 +43,26 @@ inline Error set_device(int device) { return hipSetDevice(device); }
 inline Error malloc_device(void **ptr, size_t bytes) { return hipMalloc(ptr, bytes); }
 inline Error free_device(void *ptr) { return hipFree(ptr); }
 
+// What autotuning needs: the driver's version, the L2 size, events, and a
+// copy to the host.
+using Event = hipEvent_t;
+inline Error driver_version(int *version) { return hipDriverGetVersion(version); }
+inline Error l2_cache_bytes(int device, int *bytes) {
+  return hipDeviceGetAttribute(bytes, hipDeviceAttributeL2CacheSize, device);
+}
+inline Error event_create(Event *event) { return hipEventCreate(event); }
+inline Error event_destroy(Event event) { return hipEventDestroy(event); }
+inline Error event_record(Event event, Stream stream) { return hipEventRecord(event, stream); }
+inline Error event_synchronize(Event event) { return hipEventSynchronize(event); }
+inline Error event_elapsed_ms(float *ms, Event start, Event stop) { return hipEventElapsedTime(ms, start, stop); }
+inline Error memset_async(void *ptr, int value, size_t bytes, Stream stream) {
+  return hipMemsetAsync(ptr, value, bytes, stream);
+}
+inline Error copy_to_host_async(void *dst, const void *src, size_t bytes, Stream stream) {
+  return hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, stream);
+}
+inline Error stream_synchronize(Stream stream) { return hipStreamSynchronize(stream); }
+
 // The device that owns the memory at `ptr`, or -1 for host memory.
 inline Error memory_device(const void *ptr, int *device) {
   hipPointerAttribute_t attributes{};
