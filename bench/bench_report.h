@@ -30,6 +30,7 @@ struct BenchResult {
   bool checked = false;
   int32_t split_k = 0;
   std::string kernel;
+  std::string config_source;  // config_source_name() of the plan's; "" when no plan was made
 
   bool failed() const { return !error.empty() || (checked && !(rel_err <= kBenchErrorLimit)); }
 };
@@ -51,6 +52,17 @@ void print_table_row(std::FILE *out, const BenchResult &result, double read_band
 
 // Writes `report` as JSON to `path` (replacing it); throws on failure.
 void write_report_json(const std::string &path, const BenchReport &report);
+
+// Pieces of the JSON that `bench` and `tune` write: a quoted, escaped
+// string; a number (null when not finite: JSON has no NaN); a number
+// rounded to an integer.
+std::string json_string(const std::string &text);
+std::string json_number(double value);
+std::string json_integer(double value);
+// Writes `text` to `path` (replacing it); throws std::runtime_error on failure.
+void write_text_file(const std::string &path, const std::string &text);
+// The time now, ISO 8601 in UTC, as reports date themselves.
+std::string utc_now();
 
 }  // namespace fmha_cli
 

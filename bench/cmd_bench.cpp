@@ -8,23 +8,21 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
-#include <fstream>
 #include <functional>
 #include <memory>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bench_inputs.h"
 #include "bench_report.h"
 #include "decode_problem.h"
 #include "device.h"
 #include "half.h"
 #include "plan.h"
 #include "problem_grid.h"
+#include "problem_selection.h"
 #include "random_bf16.h"
 #include "status.h"
 #include "subcommand.h"
@@ -32,7 +30,7 @@
 namespace fmha_cli {
 namespace {
 
-constexpr uint64_t kSeed = 2026;
+constexpr uint64_t kSeed = kBenchSeed;
 constexpr int64_t kDefaultReplays = 60;
 // Medians of fewer graph replays move from run to run on a GPU.
 constexpr int64_t kMinGpuReplays = 50;
@@ -57,15 +55,6 @@ using Clock = std::chrono::steady_clock;
 
 double elapsed_us(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::micro>(end - start).count();
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
 }
 
 int64_t rotated_sets(double bytes_per_set) {
@@ -112,169 +101,6 @@ Ceilings measure_ceilings(Device &device, bool on_gpu) {
   }
   return ceilings;
 }
-
-// The lengths and block table, shared by every input set: they are small,
-// and the same for each.
-class Metadata {
- public:
-  Metadata(Device &device, const BenchCase &c)
-      : kv_seqlen_(device, c.layout == FMHA_KV_DENSE ? 0 : c.kv_lengths.size() * sizeof(int32_t)),
-        table_(c.layout == FMHA_KV_PAGED ? c.block_table(random_bits(kSeed, 2)) : std::vector<int32_t>()),
-        block_table_(device, table_.size() * sizeof(int32_t)) {
-    const DLDataType int32{kDLInt, 32, 1};
-    if (kv_seqlen_.data()) {
-      device.copy_to_device(kv_seqlen_.data(), c.kv_lengths.data(), kv_seqlen_.bytes());
-      kv_seqlen_tensor_ = std::make_unique<DenseTensor>(kv_seqlen_.data(), device.dl_device(), int32,
-                                                        std::vector<int64_t>{c.spec.batch});
-    }
-    if (block_table_.data()) {
-      device.copy_to_device(block_table_.data(), table_.data(), block_table_.bytes());
-      block_table_tensor_ = std::make_unique<DenseTensor>(block_table_.data(), device.dl_device(), int32,
-                                                          std::vector<int64_t>{c.spec.batch, c.pages_per_seq});
-    }
-  }
-  const DLTensor *kv_seqlen() const { return kv_seqlen_tensor_ ? kv_seqlen_tensor_->dl() : nullptr; }
-  const DLTensor *block_table() const { return block_table_tensor_ ? block_table_tensor_->dl() : nullptr; }
-  // The host copy of the block table ([B, pages_per_seq]; empty unless PAGED).
-  const std::vector<int32_t> &table() const { return table_; }
-
- private:
-  DeviceBuffer kv_seqlen_;
-  std::vector<int32_t> table_;
-  DeviceBuffer block_table_;
-  std::unique_ptr<DenseTensor> kv_seqlen_tensor_;
-  std::unique_ptr<DenseTensor> block_table_tensor_;
-};
-
-std::vector<int64_t> q_shape(const BenchCase &c) {
-  return {c.spec.batch, c.spec.q_len, c.spec.heads_q, c.spec.head_dim};
-}
-
-// The row dims of K/V and per-row scales as the bench lays them out.
-std::vector<int64_t> kv_row_dims(const BenchCase &c) {
-  if (c.layout == FMHA_KV_PAGED) return {c.kv_rows()};
-  return {c.spec.batch, c.max_kv_len};
-}
-
-// K/V over `rows`: bf16 values, int4 words or fp8 codes per head.
-std::vector<int64_t> kv_dims(const BenchCase &c, std::vector<int64_t> rows) {
-  const int64_t element_bytes = c.spec.quant.kv_quant == FMHA_KV_QUANT_INT4 ? 4 : c.spec.quant.fp8() ? 1 : 2;
-  rows.push_back(c.spec.heads_kv);
-  rows.push_back(c.kv_head_bytes() / element_bytes);
-  return rows;
-}
-
-DLDataType kv_element(const BenchCase &c) {
-  if (c.spec.quant.kv_quant == FMHA_KV_QUANT_INT4) return DLDataType{kDLInt, 32, 1};
-  if (c.spec.quant.fp8()) return DLDataType{kDLUInt, 8, 1};
-  return dl_dtype(FMHA_DTYPE_BF16);
-}
-
-// fp8 scales: [rows..., Hkv] per row, [Hkv] per head, [1] per tensor.
-std::vector<int64_t> scale_dims(const BenchCase &c, std::vector<int64_t> rows) {
-  switch (c.spec.quant.scale_granularity) {
-    case FMHA_SCALE_PER_ROW:
-      rows.push_back(c.spec.heads_kv);
-      return rows;
-    case FMHA_SCALE_PER_HEAD:
-      return {c.spec.heads_kv};
-    default:
-      return {1};
-  }
-}
-
-DLDataType scale_element(const BenchCase &c) {
-  return c.spec.quant.scale_kind == FMHA_KV_SCALE_F32 ? DLDataType{kDLFloat, 32, 1} : DLDataType{kDLInt, 32, 1};
-}
-
-size_t bf16_bytes(const std::vector<int64_t> &shape) {
-  int64_t elements = 1;
-  for (const int64_t extent : shape) elements *= extent;
-  return static_cast<size_t>(elements) * sizeof(uint16_t);
-}
-
-// Packed K/V words: only valid encodings, values of order 1. int4: per group
-// an fp16 scale in [1/16, 1/8) and shift in (-1, -1/2] (random mantissas),
-// then any nibbles. fp8: each code with its top exponent bit clear, so
-// |x| <= 1.875 and never E4M3FN's NaN (S.1111.111); for E4M3FNUZ also its
-// lowest mantissa bit set, so never its NaN (0x80).
-WordPattern kv_words(const BenchCase &c) {
-  const KvQuant &quant = c.spec.quant;
-  if (quant.kv_quant == FMHA_KV_QUANT_INT4) {
-    return WordPattern{static_cast<unsigned long long>(quant.groups + c.spec.head_dim / 8),
-                       static_cast<unsigned long long>(quant.groups), 0x03ff03ffu, 0xb8002c00u, 0xffffffffu, 0};
-  }
-  return WordPattern{1, 0, 0, 0, 0xbfbfbfbfu, quant.fp8_format == FMHA_FP8_E4M3FNUZ ? 0x01010101u : 0u};
-}
-
-// fp8 scale words, random but valid and unequal, so that a scale applied to
-// the wrong row or head shows in the check: float32 in [1/2, 1); fp16x2 a
-// scale in [1/2, 1) and a shift of +-[1/8, 1/4).
-WordPattern scale_words(const BenchCase &c) {
-  if (c.spec.quant.scale_kind == FMHA_KV_SCALE_F32) return WordPattern{1, 0, 0, 0, 0x007fffffu, 0x3f000000u};
-  return WordPattern{1, 0, 0, 0, 0x83ff03ffu, 0x30003800u};
-}
-
-// One of the rotated input sets: its own Q, K, V (with their scales for
-// fp8) and O, random on the device; O poisoned with NaN so that a row no
-// run writes fails the check. Runs on one stream are ordered, so the sets
-// share the workspace.
-class InputSet {
- public:
-  InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata, const DeviceBuffer &workspace)
-      : q_(device, bf16_bytes(q_shape(c))),
-        k_(device, static_cast<size_t>(c.kv_rows() * c.spec.heads_kv * c.kv_head_bytes())),
-        v_(device, k_.bytes()),
-        o_(device, bf16_bytes(q_shape(c))),
-        k_scale_(device, static_cast<size_t>(c.scale_elements() * c.scale_element_bytes())),
-        v_scale_(device, k_scale_.bytes()),
-        q_tensor_(q_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)),
-        k_tensor_(k_.data(), device.dl_device(), kv_element(c), kv_dims(c, kv_row_dims(c))),
-        v_tensor_(v_.data(), device.dl_device(), kv_element(c), kv_dims(c, kv_row_dims(c))),
-        o_tensor_(o_.data(), device.dl_device(), FMHA_DTYPE_BF16, q_shape(c)),
-        k_scale_tensor_(k_scale_.data(), device.dl_device(), scale_element(c), scale_dims(c, kv_row_dims(c))),
-        v_scale_tensor_(v_scale_.data(), device.dl_device(), scale_element(c), scale_dims(c, kv_row_dims(c))) {
-    const auto seed = [&](uint64_t tensor) {
-      return random_bits(kSeed, 16 + 8 * static_cast<uint64_t>(index) + tensor);
-    };
-    device.fill_random_bf16(q_.data(), q_.bytes() / 2, seed(0));
-    if (c.spec.quant.kv_quant == FMHA_KV_QUANT_NONE) {
-      device.fill_random_bf16(k_.data(), k_.bytes() / 2, seed(1));
-      device.fill_random_bf16(v_.data(), v_.bytes() / 2, seed(2));
-    } else {
-      device.fill_random_words(k_.data(), k_.bytes() / 4, seed(1), kv_words(c));
-      device.fill_random_words(v_.data(), v_.bytes() / 4, seed(2), kv_words(c));
-    }
-    if (c.spec.quant.fp8()) {
-      device.fill_random_words(k_scale_.data(), k_scale_.bytes() / 4, seed(3), scale_words(c));
-      device.fill_random_words(v_scale_.data(), v_scale_.bytes() / 4, seed(4), scale_words(c));
-      args_.k_scale = k_scale_tensor_.dl();
-      args_.v_scale = v_scale_tensor_.dl();
-    }
-    device.fill_bytes(o_.data(), 0xff, o_.bytes());
-    args_.q = q_tensor_.dl();
-    args_.k = k_tensor_.dl();
-    args_.v = v_tensor_.dl();
-    args_.o = o_tensor_.dl();
-    args_.kv_seqlen = metadata.kv_seqlen();
-    args_.block_table = metadata.block_table();
-    args_.workspace = workspace.data();
-    args_.workspace_size = workspace.bytes();
-    args_.stream = device.stream();
-  }
-  const fmha_splitk_args &args() const { return args_; }
-  const DeviceBuffer &q() const { return q_; }
-  const DeviceBuffer &k() const { return k_; }
-  const DeviceBuffer &v() const { return v_; }
-  const DeviceBuffer &o() const { return o_; }
-  const DeviceBuffer &k_scale() const { return k_scale_; }
-  const DeviceBuffer &v_scale() const { return v_scale_; }
-
- private:
-  DeviceBuffer q_, k_, v_, o_, k_scale_, v_scale_;
-  DenseTensor q_tensor_, k_tensor_, v_tensor_, o_tensor_, k_scale_tensor_, v_scale_tensor_;
-  fmha_splitk_args args_ = FMHA_SPLITK_ARGS_INIT;
-};
 
 // ||o - ref|| / ||ref|| of one sequence (batch 1, `length` keys, dense),
 // the reference from the CPU backend on the same bf16 Q and the same K/V
@@ -377,8 +203,8 @@ double check_against_cpu(Device &device, const BenchCase &c, const InputSet &set
       k_scale = to_host(set.k_scale().data(), set.k_scale().bytes());
       v_scale = to_host(set.v_scale().data(), set.v_scale().bytes());
     }
-    std::vector<uint8_t> q = to_host(byte_offset(set.q().data(), b * q_sequence_bytes),
-                                     static_cast<size_t>(q_sequence_bytes));
+    std::vector<uint8_t> q =
+        to_host(byte_offset(set.q().data(), b * q_sequence_bytes), static_cast<size_t>(q_sequence_bytes));
     std::vector<uint16_t> o(static_cast<size_t>(q_sequence_bytes / 2));
     device.copy_to_host(o.data(), byte_offset(set.o().data(), b * q_sequence_bytes),
                         static_cast<size_t>(q_sequence_bytes));
@@ -420,6 +246,7 @@ void bench_case(Device &device, const BenchSettings &settings, BenchResult &resu
   const fmha_splitk_plan_info info = plan_info(plan);
   result.split_k = info.split_k;
   result.kernel = info.kernel_name;
+  result.config_source = config_source_name(info.config_source);
 
   const Metadata metadata(device, c);
   const DeviceBuffer workspace(device, info.workspace_size);
@@ -468,54 +295,19 @@ void bench_case(Device &device, const BenchSettings &settings, BenchResult &resu
   }
 }
 
-std::vector<std::string> split_names(const std::string &list) {
-  std::vector<std::string> names;
-  std::stringstream stream(list);
-  for (std::string name; std::getline(stream, name, ',');) {
-    if (!name.empty()) names.push_back(name);
-  }
-  return names;
-}
-
 int bench_main(const Options &options) {
-  const std::string grid_path = options.text("problems", "bench/problems.txt");
   const std::string backend_name = options.choice("backend", "auto", {"auto", "cpu", "cuda"});
   const int64_t requested_replays = options.integer("replays", kDefaultReplays, 1, 1000000);
   const std::string out_path = options.text("out", "");
   if (options.has("out") && out_path.empty()) throw UsageError("--out needs a file name");
+  const std::string cache_path = options.text("tuning-cache", "");
+  if (options.has("tuning-cache") && cache_path.empty()) throw UsageError("--tuning-cache needs a file name");
+  const ProblemSelection selection = select_problems(options);
 
-  if (!options.has("problems") && !std::ifstream(grid_path)) {
-    throw UsageError("no " + grid_path + " here: run from the source tree's root, or pass --problems FILE");
-  }
-  const std::vector<GridProblem> grid = read_problem_grid(grid_path);
-  std::vector<GridProblem> selected;
-  if (options.has("only")) {
-    const std::vector<std::string> only = split_names(options.text("only", ""));
-    const std::set<std::string> wanted(only.begin(), only.end());
-    for (const std::string &name : only) {
-      if (std::none_of(grid.begin(), grid.end(), [&](const GridProblem &p) { return p.name == name; })) {
-        throw UsageError("--only names '" + name + "', which is not a problem of " + grid_path);
-      }
-    }
-    for (const GridProblem &problem : grid) {
-      if (wanted.count(problem.name)) selected.push_back(problem);
-    }
-  } else {
-    selected = grid;
-  }
-  if (selected.empty()) throw UsageError(grid_path + " has no problems to run");
-
-  // The backend that serves the request decides the device; a plan for one
-  // key of a plain shape (not a problem of the grid, which may be one the
-  // library refuses) tells which it is, cheaply.
-  DecodeShape probe;
-  probe.batch = 1;
-  probe.kv_len = 1;
-  probe.heads_q = 8;
-  probe.heads_kv = 8;
-  probe.head_dim = 128;
-  const fmha_splitk_plan_info probe_info =
-      plan_info(create_plan(make_problem(probe, backend_kind(backend_name), 0), backend_name));
+  // Before any plan: a plan takes a tuned configuration from the cache when
+  // it is created, not later.
+  const size_t cache_entries = cache_path.empty() ? 0 : load_tuning_cache(cache_path);
+  const fmha_splitk_plan_info probe_info = probe_backend(backend_name);
   BenchSettings settings;
   settings.backend = probe_info.backend;
   settings.backend_name = probe_info.backend_name;
@@ -537,6 +329,7 @@ int bench_main(const Options &options) {
       "ceilings:  copy %.1f GB/s (%zu MiB, bytes read + written), read %.1f GB/s (%zu MiB); "
       "medians of %d\n",
       ceilings.copy_gbps, ceilings.copy_bytes >> 20, ceilings.read_gbps, ceilings.read_bytes >> 20, kCeilingRepeats);
+  if (!cache_path.empty()) std::printf("tuning:    cache %s loaded (%zu entries)\n", cache_path.c_str(), cache_entries);
   std::printf("timing:    median of %lld %s per problem, per call; check against the CPU backend %s\n\n",
               static_cast<long long>(settings.replays), settings.on_gpu ? "graph replays" : "eager passes",
               settings.check ? "(limit 2e-02)" : "skipped (--no-check)");
@@ -544,10 +337,10 @@ int bench_main(const Options &options) {
   std::fflush(stdout);
 
   bool failed = false;
-  for (const GridProblem &spec : selected) {
+  for (const GridProblem &spec : selection.selected) {
     BenchResult result;
     try {
-      result.bench_case = resolve_case(spec, grid);
+      result.bench_case = resolve_case(spec, selection.problems);
       bench_case(*device, settings, result);
     } catch (const std::exception &e) {
       result.bench_case.spec = spec;
@@ -584,6 +377,11 @@ std::string bench_usage() {
          "  --backend KIND     auto (default: the GPU when one is found), cpu or cuda\n"
          "  --replays N        timed replays per problem (default 60; at least 50 on a GPU)\n"
          "  --out FILE         also write the results as JSON (for bench/merge_results.py)\n"
+         "  --tuning-cache FILE\n"
+         "                     load this tuning cache (from `fmha-splitk tune`) before any plan is\n"
+         "                     made, so that plans of its problem classes run their tuned\n"
+         "                     configuration; the config column (config_source in the JSON) says\n"
+         "                     where each plan's came from: heuristic, tuning_cache or autotune\n"
          "  --commit SHA       the commit measured, recorded in the JSON\n"
          "  --no-check         skip the check against the CPU backend\n";
 }
@@ -594,7 +392,7 @@ const Subcommand kBenchSubcommand = {
     /*name=*/"bench",
     /*summary=*/"time the benchmark grid against measured bandwidth ceilings",
     /*usage=*/bench_usage,
-    /*options=*/{"problems", "only", "backend", "replays", "out", "commit"},
+    /*options=*/{"problems", "only", "backend", "replays", "out", "commit", "tuning-cache"},
     /*main=*/bench_main,
     /*flags=*/{"no-check"},
 };

@@ -16,6 +16,7 @@ const fmha_cli::Subcommand *const kSubcommands[] = {
     &fmha_cli::kInfoSubcommand,
     &fmha_cli::kRunSubcommand,
     &fmha_cli::kBenchSubcommand,
+    &fmha_cli::kTuneSubcommand,
 };
 
 void print_program_usage(std::FILE *out) {

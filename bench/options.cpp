@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 namespace fmha_cli {
 
@@ -44,10 +47,9 @@ std::string Options::text(const std::string &name, const std::string &fallback) 
   return it == values_.end() ? fallback : it->second;
 }
 
-int64_t Options::integer(const std::string &name, int64_t fallback, int64_t min, int64_t max) const {
-  const auto it = values_.find(name);
-  if (it == values_.end()) return fallback;
-  const std::string &value = it->second;
+namespace {
+
+int64_t parse_integer(const std::string &name, const std::string &value, int64_t min, int64_t max) {
   char *end = nullptr;
   errno = 0;
   const long long parsed = std::strtoll(value.c_str(), &end, 10);
@@ -56,6 +58,53 @@ int64_t Options::integer(const std::string &name, int64_t fallback, int64_t min,
                      "], not '" + value + "'");
   }
   return parsed;
+}
+
+std::string format_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+}  // namespace
+
+int64_t Options::integer(const std::string &name, int64_t fallback, int64_t min, int64_t max) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? fallback : parse_integer(name, it->second, min, max);
+}
+
+double Options::number(const std::string &name, double fallback, double min, double max) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  const std::string &value = it->second;
+  char *end = nullptr;
+  errno = 0;
+  const double parsed = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(parsed) || parsed < min || parsed > max) {
+    throw UsageError("--" + name + " must be a number in [" + format_number(min) + ", " + format_number(max) +
+                     "], not '" + value + "'");
+  }
+  return parsed;
+}
+
+std::vector<std::string> Options::list(const std::string &name, const std::vector<std::string> &fallback) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  std::vector<std::string> items;
+  std::stringstream stream(it->second);
+  for (std::string item; std::getline(stream, item, ',');) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+std::vector<int64_t> Options::integers(const std::string &name, const std::vector<int64_t> &fallback, int64_t min,
+                                       int64_t max) const {
+  if (!has(name)) return fallback;
+  std::vector<int64_t> values;
+  for (const std::string &item : list(name)) values.push_back(parse_integer(name, item, min, max));
+  if (values.empty()) throw UsageError("--" + name + " needs at least one integer");
+  return values;
 }
 
 std::string Options::choice(const std::string &name, const std::string &fallback,

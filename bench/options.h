@@ -38,6 +38,15 @@ class Options {
   // The value, which must be one of `choices`; `fallback` when absent.
   std::string choice(const std::string &name, const std::string &fallback,
                      const std::vector<std::string> &choices) const;
+  // The value as a finite number in [min, max]; `fallback` when absent.
+  double number(const std::string &name, double fallback, double min, double max) const;
+  // The comma-separated items of the value, empty ones dropped; `fallback`
+  // when absent.
+  std::vector<std::string> list(const std::string &name, const std::vector<std::string> &fallback = {}) const;
+  // list() of integers, each in [min, max]; `fallback` when absent. Throws
+  // UsageError for an empty list too.
+  std::vector<int64_t> integers(const std::string &name, const std::vector<int64_t> &fallback, int64_t min,
+                                int64_t max) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "decode_problem.h"
 #include "status.h"
 
 namespace fmha_cli {
@@ -23,6 +24,36 @@ int32_t backend_kind(const std::string &name) {
   if (name == "cuda") return FMHA_BACKEND_CUDA;
   if (name == "hip") return FMHA_BACKEND_HIP;
   return FMHA_BACKEND_AUTO;
+}
+
+fmha_splitk_plan_info probe_backend(const std::string &backend) {
+  DecodeShape probe;
+  probe.batch = 1;
+  probe.kv_len = 1;
+  probe.heads_q = 8;
+  probe.heads_kv = 8;
+  probe.head_dim = 128;
+  return plan_info(create_plan(make_problem(probe, backend_kind(backend), 0), backend));
+}
+
+const char *config_source_name(int32_t source) {
+  switch (source) {
+    case FMHA_CONFIG_HEURISTIC:
+      return "heuristic";
+    case FMHA_CONFIG_TUNING_CACHE:
+      return "tuning_cache";
+    case FMHA_CONFIG_AUTOTUNE:
+      return "autotune";
+    default:
+      return "unknown";
+  }
+}
+
+size_t load_tuning_cache(const std::string &path) {
+  check_status(fmha_tuning_cache_load_file(path.c_str()), ("loading the tuning cache '" + path + "'").c_str());
+  size_t entries = 0;
+  check_status(fmha_tuning_cache_entries(&entries), "fmha_tuning_cache_entries");
+  return entries;
 }
 
 std::unique_ptr<Device> device_for(const fmha_splitk_plan_info &info) {

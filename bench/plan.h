@@ -24,6 +24,20 @@ fmha_splitk_plan_info plan_info(const Plan &plan);
 // The fmha_backend_kind of a --backend value (cpu, cuda, hip); AUTO otherwise.
 int32_t backend_kind(const std::string &name);
 
+// The plan of a plain shape (one key, 8 heads of 128; not a problem of a
+// grid, which may be one the library refuses) on the --backend value
+// `backend`: which backend and device serve the request, cheaply (planning
+// launches nothing).
+fmha_splitk_plan_info probe_backend(const std::string &backend);
+
+// "heuristic", "tuning_cache" or "autotune": an fmha_config_source as
+// reports write it.
+const char *config_source_name(int32_t source);
+
+// Adds the tuning cache saved in the file at `path` to the process's cache
+// and returns its entries then; throws LibraryError naming the file.
+size_t load_tuning_cache(const std::string &path);
+
 // Memory, stream and timer for the plan's backend and device; throws for a
 // backend the CLI cannot allocate for.
 std::unique_ptr<Device> device_for(const fmha_splitk_plan_info &info);

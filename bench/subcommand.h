@@ -28,6 +28,7 @@ struct Subcommand {
 extern const Subcommand kInfoSubcommand;
 extern const Subcommand kRunSubcommand;
 extern const Subcommand kBenchSubcommand;
+extern const Subcommand kTuneSubcommand;
 
 }  // namespace fmha_cli
 
