@@ -197,6 +197,32 @@ class Flag(enum.IntFlag):
     FP8_QK = 1 << 3
     FP8_PV = 1 << 4
     CHECKED = 1 << 5
+    EXTERNAL_WORKSPACE = 1 << 6
+
+
+class ConfigSource(enum.IntEnum):
+    """fmha_config_source: where a plan's configuration came from."""
+
+    HEURISTIC = 0
+    TUNING_CACHE = 1
+    AUTOTUNE = 2
+
+
+class TuneState(enum.IntEnum):
+    """fmha_tune_state: what the plan's last autotune did with a candidate."""
+
+    UNTIMED = 0
+    ACCEPTED = 1
+    REJECTED = 2
+    SKIPPED = 3
+    FAILED = 4
+
+
+class AutotuneFlag(enum.IntFlag):
+    """fmha_autotune_flags: bits of ``fmha_autotune_options.flags``."""
+
+    NO_CACHE_STORE = 1 << 0
+    KEEP_L2 = 1 << 1
 
 
 # Python enum -> prefix of its constants in the C header.
@@ -212,6 +238,9 @@ C_ENUM_PREFIXES = {
     QLayout: "FMHA_Q_",
     Mask: "FMHA_MASK_",
     Flag: "FMHA_FLAG_",
+    ConfigSource: "FMHA_CONFIG_",
+    TuneState: "FMHA_TUNE_",
+    AutotuneFlag: "FMHA_AUTOTUNE_",
 }
 
 
@@ -310,6 +339,42 @@ class PlanInfoStruct(ctypes.Structure):
         ("backend_name", ctypes.c_char * 16),
         ("kernel_name", ctypes.c_char * 96),
         ("device_name", ctypes.c_char * 96),
+        ("config_index", ctypes.c_int32),
+        ("config_source", ctypes.c_int32),
+    ]
+
+
+class ConfigStruct(ctypes.Structure):
+    """fmha_splitk_config: one configuration a plan can run, with what the
+    last autotune measured for it."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("index", ctypes.c_int32),
+        ("heuristic", ctypes.c_int32),
+        ("selected", ctypes.c_int32),
+        ("waves", ctypes.c_int32),
+        ("num_ranges", ctypes.c_int32),
+        ("min_chunk_keys", ctypes.c_int32),
+        ("split_k", ctypes.c_int32),
+        ("tune_state", ctypes.c_int32),
+        ("time_us", ctypes.c_double),
+        ("error_ratio", ctypes.c_double),
+        ("workspace_size", ctypes.c_size_t),
+        ("name", ctypes.c_char * 96),
+    ]
+
+
+class AutotuneOptions(ctypes.Structure):
+    """fmha_autotune_options: runs, time budget and flags of an autotune."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("warmup_runs", ctypes.c_int32),
+        ("timed_runs", ctypes.c_int32),
+        ("max_total_ms", ctypes.c_double),
+        ("flags", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
     ]
 
 
@@ -393,6 +458,8 @@ C_STRUCT_NAMES = {
     Problem: "fmha_splitk_problem",
     RunArgs: "fmha_splitk_args",
     PlanInfoStruct: "fmha_splitk_plan_info",
+    ConfigStruct: "fmha_splitk_config",
+    AutotuneOptions: "fmha_autotune_options",
     MergeArgs: "fmha_merge_args",
     MergeBackwardArgs: "fmha_merge_backward_args",
     BackendInfoStruct: "fmha_backend_info",

@@ -1,7 +1,9 @@
-"""Plans, runs, merges, quantisation, backends and version."""
+"""Plans, runs, autotuning and the tuning cache, merges, quantisation,
+backends and version."""
 import ctypes
 import dataclasses
 import operator
+import os
 
 from . import _abi
 from ._dlpack import export
@@ -140,6 +142,29 @@ class _Call:
         return count
 
 
+# Tensors of fmha_splitk_args the library reads, and those it writes.
+_RUN_INPUTS = ("q", "k", "v", "bias", "sinks", "kv_seqlen", "kv_seqstart", "q_seqstart", "block_table",
+               "kv_indptr", "kv_indices", "kv_last_page_len", "k_scale", "v_scale", "q_scale")
+_RUN_OUTPUTS = ("o", "lse", "o_partial", "lse_partial")
+
+
+def _run_args(call, tensors, workspace=None):
+    """``fmha_splitk_args`` for :meth:`Plan.run` and :meth:`Plan.autotune`:
+    ``tensors`` maps field names to tensors (None when absent); ``call``
+    keeps the exports alive until the library call returns."""
+    args = _abi.new_struct(_abi.RunArgs)
+    # Fields of absent tensors stay NULL, as the INIT macro left them.
+    for name in _RUN_INPUTS:
+        if tensors[name] is not None:
+            setattr(args, name, call.tensor(tensors[name], name))
+    for name in _RUN_OUTPUTS:
+        if tensors[name] is not None:
+            setattr(args, name, call.tensor(tensors[name], name, writable=True))
+    args.workspace, args.workspace_size = call.workspace(workspace)
+    args.stream = call.stream or None
+    return args
+
+
 @dataclasses.dataclass(frozen=True)
 class PlanInfo:
     """What a plan chose (``fmha_splitk_plan_info``)."""
@@ -164,6 +189,48 @@ class PlanInfo:
     kernel_name: str
     #: Device name.
     device_name: str
+    #: Index of the configuration the plan runs among :meth:`Plan.configs`.
+    config_index: int
+    #: :class:`ConfigSource` of that configuration: ``HEURISTIC``,
+    #: ``TUNING_CACHE`` (found in the tuning cache when the plan was created)
+    #: or ``AUTOTUNE`` (:meth:`Plan.autotune` on this plan).
+    config_source: _abi.ConfigSource
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One configuration a plan can run, with what the plan's last
+    :meth:`Plan.autotune` measured for it (``fmha_splitk_config``)."""
+
+    #: Its index among the plan's candidates (0 is the heuristic's choice).
+    index: int
+    #: The configuration the heuristic chose.
+    heuristic: bool
+    #: The configuration the plan runs now.
+    selected: bool
+    #: Work items per worker the partition aims at (0: one range, no
+    #: sequence split; -1: fixed by the problem, forced split_k or batch
+    #: invariant).
+    waves: int
+    #: Ranges the batch's keys are cut into (0 when fixed by the problem).
+    num_ranges: int
+    #: Shortest piece of a split sequence, in keys (the chunk size when
+    #: fixed by the problem).
+    min_chunk_keys: int
+    #: Most chunks a sequence gets for the expected lengths.
+    split_k: int
+    #: :class:`TuneState` after the last autotune (``UNTIMED`` before one).
+    tune_state: _abi.TuneState
+    #: Median time of one run in the last autotune, microseconds; -1 if not
+    #: timed.
+    time_us: float
+    #: Deviation of its output from the heuristic's over the dtypes' bound
+    #: (above 1: rejected); -1 if not timed.
+    error_ratio: float
+    #: Workspace bytes a run of this configuration needs.
+    workspace_size: int
+    #: Kernel and schedule, for logs.
+    name: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,8 +259,22 @@ def _text(raw):
     return raw.decode("utf-8", "replace")
 
 
+def _enum_member(enum_type, value):
+    """The member of ``enum_type`` for a value the library returned, or the
+    plain int for a value this binding does not know (a newer library)."""
+    return enum_type(value) if value in enum_type._value2member_map_ else value
+
+
 def _backend_kind(value):
-    return _abi.Backend(value) if value in _abi.Backend._value2member_map_ else value
+    return _enum_member(_abi.Backend, value)
+
+
+def _config(struct):
+    return Config(index=struct.index, heuristic=bool(struct.heuristic), selected=bool(struct.selected),
+                  waves=struct.waves, num_ranges=struct.num_ranges, min_chunk_keys=struct.min_chunk_keys,
+                  split_k=struct.split_k, tune_state=_enum_member(_abi.TuneState, struct.tune_state),
+                  time_us=struct.time_us, error_ratio=struct.error_ratio, workspace_size=struct.workspace_size,
+                  name=_text(struct.name))
 
 
 class Plan:
@@ -219,6 +300,10 @@ class Plan:
 
     A plan may be run from several threads at once, each with its own
     workspace; :meth:`close` (or leaving the ``with`` block) destroys it.
+    :meth:`autotune` times its candidate configurations (:meth:`configs`)
+    and keeps the fastest; a plan created after another of its problem class
+    was tuned starts from the tuning cache's winner (:attr:`info`'s
+    ``config_source``).
 
     Raises:
         TypeError: an unknown field name.
@@ -297,7 +382,45 @@ class Plan:
                         split_k=struct.split_k, kv_chunk_size=struct.kv_chunk_size,
                         num_workers=struct.num_workers, max_partials=struct.max_partials,
                         workspace_size=struct.workspace_size, backend_name=_text(struct.backend_name),
-                        kernel_name=_text(struct.kernel_name), device_name=_text(struct.device_name))
+                        kernel_name=_text(struct.kernel_name), device_name=_text(struct.device_name),
+                        config_index=struct.config_index,
+                        config_source=_enum_member(_abi.ConfigSource, struct.config_source))
+
+    def config(self, index):
+        """The :class:`Config` of candidate ``index``
+        (``fmha_splitk_get_plan_config``).
+
+        Raises:
+            InvalidArgumentError: ``index`` is outside 0 .. count - 1 (the
+                message names the range).
+            TypeError: ``index`` is not an int.
+            ValueError: the plan is closed, or ``index`` is not an int32.
+        """
+        index = operator.index(index)
+        handle = self._live_handle()
+        if not -2**31 <= index < 2**31:
+            # ctypes would wrap it into int32 silently.
+            raise ValueError(f"index = {index} is outside the plan's candidates")
+        struct = _abi.new_struct(_abi.ConfigStruct)
+        check(lib().fmha_splitk_get_plan_config(handle, index, ctypes.byref(struct)),
+              "fmha_splitk_get_plan_config")
+        return _config(struct)
+
+    def configs(self):
+        """Every configuration the plan can run, as a list of :class:`Config`
+        in index order (``fmha_splitk_plan_config_count``,
+        ``fmha_splitk_get_plan_config``). Index 0 is the heuristic's choice;
+        plans whose partition the problem fixes (a forced ``split_k``,
+        ``Flag.BATCH_INVARIANT``) have exactly one. After :meth:`autotune`
+        each carries its ``tune_state``, ``time_us`` and ``error_ratio``.
+
+        Raises:
+            ValueError: the plan is closed.
+        """
+        count = ctypes.c_int32()
+        check(lib().fmha_splitk_plan_config_count(self._live_handle(), ctypes.byref(count)),
+              "fmha_splitk_plan_config_count")
+        return [self.config(index) for index in range(count.value)]
 
     def run(self, q, k, v=None, o=None, *, lse=None, bias=None, sinks=None, kv_seqlen=None,
             kv_seqstart=None, q_seqstart=None, block_table=None, kv_indptr=None, kv_indices=None,
@@ -337,22 +460,82 @@ class Plan:
         """
         handle = self._live_handle()
         call = _Call(stream)
-        args = _abi.new_struct(_abi.RunArgs)
-        inputs = dict(q=q, k=k, v=v, bias=bias, sinks=sinks, kv_seqlen=kv_seqlen, kv_seqstart=kv_seqstart,
-                      q_seqstart=q_seqstart, block_table=block_table, kv_indptr=kv_indptr,
-                      kv_indices=kv_indices, kv_last_page_len=kv_last_page_len, k_scale=k_scale,
-                      v_scale=v_scale, q_scale=q_scale)
-        outputs = dict(o=o, lse=lse, o_partial=o_partial, lse_partial=lse_partial)
-        # Fields of absent tensors stay NULL, as the INIT macro left them.
-        for name, obj in inputs.items():
-            if obj is not None:
-                setattr(args, name, call.tensor(obj, name))
-        for name, obj in outputs.items():
-            if obj is not None:
-                setattr(args, name, call.tensor(obj, name, writable=True))
-        args.workspace, args.workspace_size = call.workspace(workspace)
-        args.stream = call.stream or None
+        args = _run_args(call, dict(q=q, k=k, v=v, o=o, lse=lse, bias=bias, sinks=sinks, kv_seqlen=kv_seqlen,
+                                    kv_seqstart=kv_seqstart, q_seqstart=q_seqstart, block_table=block_table,
+                                    kv_indptr=kv_indptr, kv_indices=kv_indices, kv_last_page_len=kv_last_page_len,
+                                    k_scale=k_scale, v_scale=v_scale, q_scale=q_scale, o_partial=o_partial,
+                                    lse_partial=lse_partial), workspace)
         check(lib().fmha_splitk_run(handle, ctypes.byref(args)), "fmha_splitk_run")
+
+    def autotune(self, q, k, v=None, o=None, *, lse=None, bias=None, sinks=None, kv_seqlen=None,
+                 kv_seqstart=None, q_seqstart=None, block_table=None, kv_indptr=None, kv_indices=None,
+                 kv_last_page_len=None, k_scale=None, v_scale=None, q_scale=None, o_partial=None,
+                 lse_partial=None, warmup_runs=0, timed_runs=0, max_total_ms=0.0, cache=True, keep_l2=False,
+                 stream=None):
+        """Times the plan's candidate configurations on these tensors and
+        fixes the fastest whose output agrees with the heuristic's
+        (``fmha_splitk_autotune``); returns its :class:`Config`.
+
+        Each candidate (the heuristic's first) runs ``warmup_runs`` untimed
+        and ``timed_runs`` timed runs, of which the median counts; one whose
+        O or LSE differs from the heuristic's beyond the bound of the
+        problem's dtypes is rejected (``TuneState.REJECTED``) and never
+        chosen. Unless ``cache`` is False the winner also goes into the
+        process-wide tuning cache, from which later plans of the same problem
+        class take it when they are created (``ConfigSource.TUNING_CACHE``).
+
+        The tensors are those of :meth:`run`, with the same rules; O and LSE
+        are written and end holding the winner's result. There is no
+        ``workspace`` argument: autotune allocates its own. The call waits
+        for ``stream`` (on a GPU too), so it cannot be captured in a CUDA
+        graph: tune first, capture afterwards. The winner may need more
+        workspace than the heuristic's choice: read :attr:`workspace_size`
+        again before passing a workspace of your own. No other call may use
+        this plan meanwhile; other plans may run and tune at once.
+
+        Args:
+            q, k, v, o, lse, ...: as in :meth:`run`.
+            warmup_runs: untimed runs per candidate (0: the library's
+                default, 3).
+            timed_runs: timed runs per candidate (0: the default, 20).
+            max_total_ms: bound on the whole call in milliseconds (0: the
+                default, 2000); candidates not reached in time are skipped
+                (``TuneState.SKIPPED``); the heuristic's is always timed.
+            cache: False keeps the winner in this plan only
+                (``AutotuneFlag.NO_CACHE_STORE``).
+            keep_l2: GPU: do not overwrite the L2 cache before each timed
+                run (``AutotuneFlag.KEEP_L2``); by default each run reads
+                from memory, as in a serving step.
+            stream: as in :meth:`run`.
+
+        Raises:
+            ValueError: the plan is closed, or a tensor cannot be exported
+                as needed.
+            TypeError: an argument is not a tensor, or an option has the
+                wrong type.
+            Error: the library refused the tensors or the options (the
+                message names them), the backend cannot time runs
+                (``NotSupportedError``), or a run failed; the plan is then
+                left as it was.
+        """
+        handle = self._live_handle()
+        call = _Call(stream)
+        args = _run_args(call, dict(q=q, k=k, v=v, o=o, lse=lse, bias=bias, sinks=sinks, kv_seqlen=kv_seqlen,
+                                    kv_seqstart=kv_seqstart, q_seqstart=q_seqstart, block_table=block_table,
+                                    kv_indptr=kv_indptr, kv_indices=kv_indices, kv_last_page_len=kv_last_page_len,
+                                    k_scale=k_scale, v_scale=v_scale, q_scale=q_scale, o_partial=o_partial,
+                                    lse_partial=lse_partial))
+        options = _abi.new_struct(_abi.AutotuneOptions)
+        try:
+            options.warmup_runs = warmup_runs
+            options.timed_runs = timed_runs
+            options.max_total_ms = max_total_ms
+        except TypeError as e:
+            raise TypeError(f"autotune options: {e}") from None
+        options.flags = ((0 if cache else _abi.AutotuneFlag.NO_CACHE_STORE) |
+                         (_abi.AutotuneFlag.KEEP_L2 if keep_l2 else 0))
+        check(lib().fmha_splitk_autotune(handle, ctypes.byref(args), ctypes.byref(options)), "fmha_splitk_autotune")
+        return self.config(self.info.config_index)
 
     def check_status(self, workspace=None, stream=None):
         """Reports what the device-side checks of a checked run found
@@ -508,6 +691,94 @@ def quantize_kv(src, dst, scale=None, *, kv_quant, kv_quant_groups=0, fp8_format
     args.kv_scale_kind = _enum_value(_abi.KvScaleKind, kv_scale_kind, "kv_scale_kind")
     args.scale_granularity = _enum_value(_abi.ScaleGranularity, scale_granularity, "scale_granularity")
     check(lib().fmha_quantize_kv(ctypes.byref(args)), "fmha_quantize_kv")
+
+
+def tuning_cache_save():
+    """The process's tuning cache as a versioned, checksummed byte string
+    (``fmha_tuning_cache_save``), for :func:`tuning_cache_load` in a process
+    with the same library version and devices."""
+    library = lib()
+    size = ctypes.c_size_t()
+    check(library.fmha_tuning_cache_save(None, 0, ctypes.byref(size)), "fmha_tuning_cache_save")
+    while True:
+        capacity = size.value
+        buffer = ctypes.create_string_buffer(max(1, capacity))
+        status = library.fmha_tuning_cache_save(buffer, capacity, ctypes.byref(size))
+        # Another thread's autotune may have grown the cache since the size
+        # was asked for: ask again with the new size.
+        if status != _abi.Status.SUCCESS and size.value > capacity:
+            continue
+        check(status, "fmha_tuning_cache_save")
+        return buffer.raw[:size.value]
+
+
+def tuning_cache_load(data):
+    """Adds the entries of a saved tuning cache to the process's
+    (``fmha_tuning_cache_load``), replacing entries of the same class and
+    device. All or nothing: on failure the cache is left as it was.
+
+    Args:
+        data: what :func:`tuning_cache_save` returned: ``bytes``,
+            ``bytearray``, a ``memoryview`` or any other bytes-like object.
+
+    Raises:
+        TypeError: ``data`` is not bytes-like.
+        InvalidArgumentError: a truncated or corrupt buffer (bad magic,
+            format, length or checksum).
+        NotSupportedError: made by another library version, or for a device
+            this process does not have (the message names it).
+    """
+    raw = memoryview(data).tobytes()
+    buffer = ctypes.create_string_buffer(raw, max(1, len(raw)))
+    check(lib().fmha_tuning_cache_load(buffer, len(raw)), "fmha_tuning_cache_load")
+
+
+def _c_path(path):
+    """A str, bytes or path-like as a NUL-terminated file name."""
+    encoded = os.fsencode(path)
+    if b"\0" in encoded:
+        # C would stop at the NUL and use another file.
+        raise ValueError(f"path: embedded null byte in {path!r}")
+    return encoded
+
+
+def tuning_cache_save_file(path):
+    """Writes the tuning cache to the file at ``path`` (a str or path-like;
+    created or replaced) (``fmha_tuning_cache_save_file``).
+
+    Raises:
+        TypeError: ``path`` is not a str, bytes or path-like.
+        ValueError: ``path`` holds a NUL byte.
+        InvalidArgumentError: the file cannot be written (with the system's
+            reason).
+    """
+    check(lib().fmha_tuning_cache_save_file(_c_path(path)), "fmha_tuning_cache_save_file")
+
+
+def tuning_cache_load_file(path):
+    """:func:`tuning_cache_load` from the file at ``path``
+    (``fmha_tuning_cache_load_file``).
+
+    Raises:
+        TypeError, ValueError: as :func:`tuning_cache_save_file`.
+        InvalidArgumentError: the file cannot be read (with the system's
+            reason), or is truncated or corrupt.
+        NotSupportedError: as :func:`tuning_cache_load`.
+    """
+    check(lib().fmha_tuning_cache_load_file(_c_path(path)), "fmha_tuning_cache_load_file")
+
+
+def tuning_cache_entries():
+    """Number of entries in the tuning cache (``fmha_tuning_cache_entries``)."""
+    entries = ctypes.c_size_t()
+    check(lib().fmha_tuning_cache_entries(ctypes.byref(entries)), "fmha_tuning_cache_entries")
+    return entries.value
+
+
+def tuning_cache_clear():
+    """Empties the tuning cache (``fmha_tuning_cache_clear``); plans already
+    created keep their configuration."""
+    lib().fmha_tuning_cache_clear()
 
 
 def backends():

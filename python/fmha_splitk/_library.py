@@ -121,6 +121,16 @@ def _declare(lib):
         "fmha_merge": (status, [ctypes.POINTER(_abi.MergeArgs)]),
         "fmha_merge_backward": (status, [ctypes.POINTER(_abi.MergeBackwardArgs)]),
         "fmha_quantize_kv": (status, [ctypes.POINTER(_abi.QuantizeKvArgs)]),
+        "fmha_splitk_plan_config_count": (status, [plan_t, ctypes.POINTER(ctypes.c_int32)]),
+        "fmha_splitk_get_plan_config": (status, [plan_t, ctypes.c_int32, ctypes.POINTER(_abi.ConfigStruct)]),
+        "fmha_splitk_autotune": (status, [plan_t, ctypes.POINTER(_abi.RunArgs),
+                                          ctypes.POINTER(_abi.AutotuneOptions)]),
+        "fmha_tuning_cache_save": (status, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+        "fmha_tuning_cache_load": (status, [ctypes.c_void_p, ctypes.c_size_t]),
+        "fmha_tuning_cache_save_file": (status, [ctypes.c_char_p]),
+        "fmha_tuning_cache_load_file": (status, [ctypes.c_char_p]),
+        "fmha_tuning_cache_entries": (status, [ctypes.POINTER(ctypes.c_size_t)]),
+        "fmha_tuning_cache_clear": (None, []),
     }
     for name, (restype, argtypes) in table.items():
         function = getattr(lib, name)

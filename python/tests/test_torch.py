@@ -157,3 +157,40 @@ def test_cuda_merge_and_backward():
     merged_o.backward(grad_o.double().cpu())
     assert relative_error(grad_o_parts, o64.grad) < 1e-5
     assert relative_error(grad_lse_parts, lse64.grad) < 1e-4
+
+
+@cuda
+def test_cuda_autotune_and_tuning_cache():
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    q = torch.randn(2, 1, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(2, 4096, 4, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(2, 4096, 4, 128, device="cuda", dtype=torch.bfloat16, generator=gen)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((2, 16, 1), float("nan"), device="cuda")
+    spec = problem(torch.bfloat16, "cuda", 2, 16, 4, 128, 4096)
+    fmha_splitk.tuning_cache_clear()
+    try:
+        with fmha_splitk.Plan(**spec) as plan:
+            stream = torch.cuda.current_stream()
+            chosen = plan.autotune(q, k, v, o, lse=lse, warmup_runs=1, timed_runs=5, stream=stream)
+            # Autotune waited for the stream: O holds the winner's result.
+            assert plan.info.config_source == fmha_splitk.ConfigSource.AUTOTUNE
+            assert chosen.selected and chosen.tune_state == fmha_splitk.TuneState.ACCEPTED
+            ref_o, ref_lse = reference(q, k, v)
+            assert relative_error(o, ref_o) < 2e-3
+            torch.testing.assert_close(lse.double().cpu(), ref_lse, rtol=1e-3, atol=1e-3)
+            # The winner may need more workspace than the heuristic's choice.
+            workspace = torch.empty(max(1, plan.workspace_size), dtype=torch.uint8, device="cuda")
+            o.fill_(float("nan"))
+            plan.run(q=q, k=k, v=v, o=o, workspace=workspace, stream=stream)
+            torch.cuda.synchronize()
+            assert relative_error(o, ref_o) < 2e-3
+        saved = fmha_splitk.tuning_cache_save()
+        assert fmha_splitk.tuning_cache_entries() == 1
+        fmha_splitk.tuning_cache_clear()
+        fmha_splitk.tuning_cache_load(saved)
+        with fmha_splitk.Plan(**spec) as again:
+            assert again.info.config_source == fmha_splitk.ConfigSource.TUNING_CACHE
+            assert again.info.config_index == chosen.index
+    finally:
+        fmha_splitk.tuning_cache_clear()
