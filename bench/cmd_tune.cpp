@@ -25,7 +25,7 @@
 namespace fmha_cli {
 namespace {
 
-// The library's own defaults (fmha_autotune_options), spelled out for the
+// The library's own defaults (fmha_splitk_autotune_options), spelled out for the
 // usage text and the JSON.
 constexpr int64_t kDefaultTimedRuns = 20;
 constexpr int64_t kDefaultWarmupRuns = 3;
@@ -52,7 +52,7 @@ struct TuneResult {
 struct TuneSettings {
   int32_t backend = FMHA_BACKEND_AUTO;
   std::string backend_name;
-  fmha_autotune_options autotune = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options autotune = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
 };
 
 struct TuneReport {
@@ -132,7 +132,7 @@ std::string tune_result_json(const TuneResult &r) {
 }
 
 void write_tune_json(const std::string &path, const TuneReport &report) {
-  const fmha_autotune_options &autotune = report.settings.autotune;
+  const fmha_splitk_autotune_options &autotune = report.settings.autotune;
   std::string json = "{\n  \"gpu\": " + json_string(report.gpu) + ",\n  \"backend\": " + json_string(report.backend) +
                      ",\n  \"commit\": " + optional_string(report.commit) +
                      ",\n  \"date\": " + json_string(report.date) +

@@ -909,7 +909,7 @@ typedef enum fmha_tune_state {
   FMHA_TUNE_FAILED = 4
 } fmha_tune_state;
 
-/** Bits of fmha_autotune_options::flags. */
+/** Bits of fmha_splitk_autotune_options::flags. */
 typedef enum fmha_autotune_flags {
   /** Keep the winner in the plan only, not in the tuning cache. */
   FMHA_AUTOTUNE_NO_CACHE_STORE = 1u << 0,
@@ -959,8 +959,8 @@ typedef struct fmha_splitk_config {
 #define FMHA_SPLITK_CONFIG_INIT FMHA_SPLITK_STRUCT_INIT(fmha_splitk_config)
 
 /** Options of fmha_splitk_autotune(); NULL means every default. */
-typedef struct fmha_autotune_options {
-  /** sizeof(fmha_autotune_options) as the caller compiled it. */
+typedef struct fmha_splitk_autotune_options {
+  /** sizeof(fmha_splitk_autotune_options) as the caller compiled it. */
   size_t struct_size;
   /** Untimed runs before each candidate's timed ones (0: 3). */
   int32_t warmup_runs;
@@ -974,10 +974,10 @@ typedef struct fmha_autotune_options {
   uint32_t flags;
   /** Reserved; must be zero. */
   uint32_t reserved0;
-} fmha_autotune_options;
+} fmha_splitk_autotune_options;
 
-/** Initialiser for fmha_autotune_options. */
-#define FMHA_AUTOTUNE_OPTIONS_INIT FMHA_SPLITK_STRUCT_INIT(fmha_autotune_options)
+/** Initialiser for fmha_splitk_autotune_options. */
+#define FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT FMHA_SPLITK_STRUCT_INIT(fmha_splitk_autotune_options)
 
 /**
  * Number of configurations the plan can run (>= 1; 1 for plans whose
@@ -1034,7 +1034,7 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_get_plan_config(fmha_splitk_plan_t pl
  */
 FMHA_SPLITK_EXPORT fmha_status fmha_splitk_autotune(fmha_splitk_plan_t plan,
                                                     const fmha_splitk_args *args,
-                                                    const fmha_autotune_options *options);
+                                                    const fmha_splitk_autotune_options *options);
 
 /**
  * Writes the tuning cache into `buffer`: a versioned, checksummed byte

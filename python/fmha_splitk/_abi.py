@@ -219,7 +219,7 @@ class TuneState(enum.IntEnum):
 
 
 class AutotuneFlag(enum.IntFlag):
-    """fmha_autotune_flags: bits of ``fmha_autotune_options.flags``."""
+    """fmha_autotune_flags: bits of ``fmha_splitk_autotune_options.flags``."""
 
     NO_CACHE_STORE = 1 << 0
     KEEP_L2 = 1 << 1
@@ -366,7 +366,7 @@ class ConfigStruct(ctypes.Structure):
 
 
 class AutotuneOptions(ctypes.Structure):
-    """fmha_autotune_options: runs, time budget and flags of an autotune."""
+    """fmha_splitk_autotune_options: runs, time budget and flags of an autotune."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -459,7 +459,7 @@ C_STRUCT_NAMES = {
     RunArgs: "fmha_splitk_args",
     PlanInfoStruct: "fmha_splitk_plan_info",
     ConfigStruct: "fmha_splitk_config",
-    AutotuneOptions: "fmha_autotune_options",
+    AutotuneOptions: "fmha_splitk_autotune_options",
     MergeArgs: "fmha_merge_args",
     MergeBackwardArgs: "fmha_merge_backward_args",
     BackendInfoStruct: "fmha_backend_info",

@@ -37,11 +37,11 @@ fmha_status fmha_splitk_get_plan_config(fmha_splitk_plan_t plan, int32_t index, 
 }
 
 fmha_status fmha_splitk_autotune(fmha_splitk_plan_t plan, const fmha_splitk_args *args,
-                                 const fmha_autotune_options *options) {
+                                 const fmha_splitk_autotune_options *options) {
   FMHA_API_BEGIN
   if (plan == nullptr) invalid("plan is NULL");
   const fmha_splitk_args args_copy = fmha::core::read_versioned(args, "args");
-  fmha_autotune_options options_copy = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options_copy = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   if (options != nullptr) options_copy = fmha::core::read_versioned(options, "options");
   fmha::core::autotune(*plan, args_copy, options_copy);
   return fmha::api::succeed();

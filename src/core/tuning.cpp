@@ -544,7 +544,7 @@ int32_t corrupt_candidate_for_test() {
 
 }  // namespace
 
-void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha_autotune_options &options) {
+void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha_splitk_autotune_options &options) {
   if (options.reserved0 != 0) invalid(cat("options.reserved0 = ", options.reserved0, " must be 0"));
   if (options.warmup_runs < 0 || options.timed_runs < 0 || !(options.max_total_ms >= 0))
     invalid(cat("options.warmup_runs = ", options.warmup_runs, ", options.timed_runs = ", options.timed_runs,

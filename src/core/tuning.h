@@ -91,7 +91,7 @@ int32_t selected_candidate(fmha_splitk_plan_s &plan);
 
 fmha_splitk_config candidate_config(fmha_splitk_plan_s &plan, int32_t index);
 
-void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha_autotune_options &options);
+void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha_splitk_autotune_options &options);
 
 }  // namespace fmha::core
 

@@ -33,7 +33,7 @@ FMHA_STRUCT_VERSION(fmha_splitk_problem, max_pages_per_seq);
 FMHA_STRUCT_VERSION(fmha_splitk_args, stream);
 FMHA_STRUCT_VERSION(fmha_splitk_plan_info, device_name);
 FMHA_STRUCT_VERSION(fmha_splitk_config, name);
-FMHA_STRUCT_VERSION(fmha_autotune_options, reserved0);
+FMHA_STRUCT_VERSION(fmha_splitk_autotune_options, reserved0);
 FMHA_STRUCT_VERSION(fmha_merge_args, stream);
 FMHA_STRUCT_VERSION(fmha_merge_backward_args, stream);
 FMHA_STRUCT_VERSION(fmha_backend_info, device_name);
@@ -48,7 +48,7 @@ static_assert(sizeof(fmha_splitk_problem) == 176, "fmha_splitk_problem layout ch
 static_assert(sizeof(fmha_splitk_args) == 184, "fmha_splitk_args layout changed");
 static_assert(sizeof(fmha_splitk_plan_info) == 256, "fmha_splitk_plan_info layout changed");
 static_assert(sizeof(fmha_splitk_config) == 160, "fmha_splitk_config layout changed");
-static_assert(sizeof(fmha_autotune_options) == 32, "fmha_autotune_options layout changed");
+static_assert(sizeof(fmha_splitk_autotune_options) == 32, "fmha_splitk_autotune_options layout changed");
 static_assert(sizeof(fmha_merge_args) == 72, "fmha_merge_args layout changed");
 static_assert(sizeof(fmha_merge_backward_args) == 120, "fmha_merge_backward_args layout changed");
 static_assert(sizeof(fmha_backend_info) == 904, "fmha_backend_info layout changed");

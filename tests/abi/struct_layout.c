@@ -115,13 +115,13 @@ PIN_FIELD(fmha_splitk_config, error_ratio, 48, 8);
 PIN_FIELD(fmha_splitk_config, workspace_size, 56, 8);
 PIN_FIELD(fmha_splitk_config, name, 64, 96);
 
-PIN_SIZE(fmha_autotune_options, 32);
-PIN_FIELD(fmha_autotune_options, struct_size, 0, 8);
-PIN_FIELD(fmha_autotune_options, warmup_runs, 8, 4);
-PIN_FIELD(fmha_autotune_options, timed_runs, 12, 4);
-PIN_FIELD(fmha_autotune_options, max_total_ms, 16, 8);
-PIN_FIELD(fmha_autotune_options, flags, 24, 4);
-PIN_FIELD(fmha_autotune_options, reserved0, 28, 4);
+PIN_SIZE(fmha_splitk_autotune_options, 32);
+PIN_FIELD(fmha_splitk_autotune_options, struct_size, 0, 8);
+PIN_FIELD(fmha_splitk_autotune_options, warmup_runs, 8, 4);
+PIN_FIELD(fmha_splitk_autotune_options, timed_runs, 12, 4);
+PIN_FIELD(fmha_splitk_autotune_options, max_total_ms, 16, 8);
+PIN_FIELD(fmha_splitk_autotune_options, flags, 24, 4);
+PIN_FIELD(fmha_splitk_autotune_options, reserved0, 28, 4);
 
 PIN_SIZE(fmha_merge_args, 72);
 PIN_FIELD(fmha_merge_args, struct_size, 0, 8);

@@ -240,7 +240,7 @@ TEST_F(Autotune, NoCacheStoreKeepsTheWinnerInThePlanOnly) {
   fmha_splitk_plan_t plan = make_plan(problem);
   Inputs inputs(problem);
   const fmha_splitk_args args = inputs.args();
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.flags = FMHA_AUTOTUNE_NO_CACHE_STORE;
   options.timed_runs = 3;
   options.warmup_runs = 1;
@@ -273,7 +273,7 @@ TEST_F(Autotune, TimeBudgetSkipsAllButTheHeuristic) {
   fmha_splitk_plan_t plan = make_plan(problem);
   Inputs inputs(problem);
   const fmha_splitk_args args = inputs.args();
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.max_total_ms = 1e-9;
   EXPECT_FMHA_OK(fmha_splitk_autotune(plan, &args, &options));
   EXPECT_EQ(config_of(plan, 0).tune_state, FMHA_TUNE_ACCEPTED);
@@ -287,20 +287,20 @@ TEST_F(Autotune, BadOptionsAndArgumentsAreNamed) {
   fmha_splitk_plan_t plan = make_plan(problem);
   Inputs inputs(problem);
   fmha_splitk_args args = inputs.args();
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.reserved0 = 1;
   EXPECT_FMHA_ERROR(fmha_splitk_autotune(plan, &args, &options), FMHA_STATUS_INVALID_ARGUMENT, "options.reserved0");
-  options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.timed_runs = -1;
   EXPECT_FMHA_ERROR(fmha_splitk_autotune(plan, &args, &options), FMHA_STATUS_INVALID_ARGUMENT, "options.timed_runs");
-  options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.max_total_ms = NAN;
   EXPECT_FMHA_ERROR(fmha_splitk_autotune(plan, &args, &options), FMHA_STATUS_INVALID_ARGUMENT,
                     "options.max_total_ms");
-  options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.flags = 1u << 7;
   EXPECT_FMHA_ERROR(fmha_splitk_autotune(plan, &args, &options), FMHA_STATUS_INVALID_ARGUMENT, "options.flags");
-  options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.struct_size = 3;
   EXPECT_FMHA_ERROR(fmha_splitk_autotune(plan, &args, &options), FMHA_STATUS_INVALID_ARGUMENT,
                     "options.struct_size");
@@ -435,7 +435,7 @@ TEST_F(Autotune, ConcurrentTuningOfOneClass) {
       if (fmha_splitk_create_plan(&problem, &plan) != FMHA_STATUS_SUCCESS) return;
       Inputs inputs(problem, 100 + t);
       const fmha_splitk_args args = inputs.args();
-      fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+      fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
       options.timed_runs = 5;
       statuses[t] = fmha_splitk_autotune(plan, &args, &options);
       errors[t] = relative_error_to_oracle(inputs);

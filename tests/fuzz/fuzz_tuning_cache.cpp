@@ -66,7 +66,7 @@ std::vector<uint8_t> real_cache() {
   args.v = &tk;
   args.o = &to;
   args.lse = &tl;
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.warmup_runs = 1;
   options.timed_runs = 1;
   trap_if(fmha_splitk_autotune(plan, &args, &options) != FMHA_STATUS_SUCCESS, "autotune of the template failed");

@@ -98,7 +98,7 @@ TEST_P(CudaAutotune, TunedPlansMatchTheOracle) {
   poison_async(o_dev, stream.get());
   poison_async(lse_dev, stream.get());
   const fmha_splitk_args tune_args = run_args(in, o_dev, &lse_dev, nullptr, 0, stream.get());
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.warmup_runs = 1;
   options.timed_runs = 5;
   fmha_check(fmha_splitk_autotune(plan.get(), &tune_args, &options), "fmha_splitk_autotune");
@@ -167,7 +167,7 @@ TEST_P(CudaAutotune, AccuracyGuardRejectsAWrongCandidate) {
   const Stream stream;
   poison_async(o_dev, stream.get());
   const fmha_splitk_args args = run_args(in, o_dev, &lse_dev, nullptr, 0, stream.get());
-  fmha_autotune_options options = FMHA_AUTOTUNE_OPTIONS_INIT;
+  fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.warmup_runs = 1;
   options.timed_runs = 3;
   options.flags = FMHA_AUTOTUNE_NO_CACHE_STORE;
