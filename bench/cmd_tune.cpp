@@ -44,6 +44,8 @@ struct TuneResult {
   double tuned_us = NAN;      // the candidate the plan runs after autotune
   std::string winner;
   std::string heuristic_kernel;
+  // Every candidate, as JSON objects: name, waves, ranges, piece, time, state.
+  std::vector<std::string> configs;
 
   bool failed() const { return !error.empty(); }
   double speedup() const { return heuristic_us / tuned_us; }
@@ -93,6 +95,11 @@ void tune_case(Device &device, const TuneSettings &settings, TuneResult &result)
       result.tuned_us = measured_us(config.time_us);
       result.winner = config.name;
     }
+    result.configs.push_back("{\"name\": " + json_string(config.name) + ", \"waves\": " +
+                             std::to_string(config.waves) + ", \"num_ranges\": " + std::to_string(config.num_ranges) +
+                             ", \"min_chunk_keys\": " + std::to_string(config.min_chunk_keys) +
+                             ", \"time_us\": " + json_number(measured_us(config.time_us)) +
+                             ", \"tune_state\": " + std::to_string(config.tune_state) + "}");
     result.rejected += config.tune_state == FMHA_TUNE_REJECTED;
     result.skipped += config.tune_state == FMHA_TUNE_SKIPPED;
     result.failed_runs += config.tune_state == FMHA_TUNE_FAILED;
@@ -101,7 +108,7 @@ void tune_case(Device &device, const TuneSettings &settings, TuneResult &result)
 
 void print_tune_header(std::FILE *out) {
   std::fprintf(out, "%-30s %9s %5s %4s %4s %12s %10s %8s  %s\n", "name", "kv MiB", "cands", "rej", "skip",
-               "heuristic us", "tuned us", "speedup", "winner");
+               "heuristic us", "tuned us", "speedup", "winner (heuristic)");
 }
 
 void print_tune_row(std::FILE *out, const TuneResult &r) {
@@ -112,6 +119,7 @@ void print_tune_row(std::FILE *out, const TuneResult &r) {
   }
   std::fprintf(out, "%-30s %9.1f %5d %4d %4d %12.2f %10.2f %7.3fx  %s\n", c.spec.name.c_str(), c.kv_bytes() / kMiB,
                r.candidates, r.rejected, r.skipped, r.heuristic_us, r.tuned_us, r.speedup(), r.winner.c_str());
+  if (r.winner != r.heuristic_kernel) std::fprintf(out, "%84s(%s)\n", "", r.heuristic_kernel.c_str());
 }
 
 std::string optional_string(const std::string &text) { return text.empty() ? "null" : json_string(text); }
@@ -128,7 +136,9 @@ std::string tune_result_json(const TuneResult &r) {
           ", \"failed\": " + std::to_string(r.failed_runs) + ",\n     \"winner\": " + optional_string(r.winner) +
           ", \"heuristic_kernel\": " + optional_string(r.heuristic_kernel);
   if (r.failed()) json += ", \"error\": " + json_string(r.error);
-  return json + "}";
+  json += ",\n     \"configs\": [";
+  for (size_t i = 0; i < r.configs.size(); ++i) json += (i ? ", " : "") + r.configs[i];
+  return json + "]}";
 }
 
 void write_tune_json(const std::string &path, const TuneReport &report) {

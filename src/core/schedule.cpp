@@ -22,6 +22,11 @@ constexpr int32_t kMinPieceKeysCpu = 64;
 // so that uneven pieces still leave a short last wave.
 constexpr int64_t kItemsPerWorker = 2;
 
+// Sequences up to this many keys are short: a wave of them is over before
+// a split's combine pass would pay for itself (H200: B=32 L=4096 runs
+// fastest unsplit).
+constexpr int64_t kShortSequenceKeys = 4096;
+
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
 int64_t ceil_div(int64_t numerator, int64_t denominator) { return (numerator + denominator - 1) / denominator; }
@@ -167,12 +172,23 @@ int32_t heuristic_waves(const fmha_plan_data &plan, int64_t total_keys, int64_t 
   // longest * workers <= total_keys * items_per_range, without overflow.
   const double mean_worker_load =
       static_cast<double>(total_keys) * static_cast<double>(items_per_range) / static_cast<double>(workers);
-  if (static_cast<double>(longest) <= mean_worker_load) return 0;
-  // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128
-  // and 2 at 256 (backends/cuda/kernels/splitk_forward.cuh): one full wave
-  // of those. The CPU's threads take 2 items each, for balance.
-  if (plan.device.dl_device_type == kDLCPU) return kItemsPerWorker;
-  return std::max(problem.head_dim_qk, problem.head_dim_v) <= 128 ? 3 : 2;
+  const bool evenly = static_cast<double>(longest) <= mean_worker_load;
+  // The CPU's threads take 2 items each, for balance.
+  if (plan.device.dl_device_type == kDLCPU) return evenly ? 0 : kItemsPerWorker;
+  // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128,
+  // 2 at 256 and 1 beyond (backends/cuda/kernels/splitk_forward.cuh). The
+  // batch alone is the better partition only when its items fit one wave of
+  // those and are short: otherwise a second, partly empty wave, or SMs
+  // holding fewer CTAs than they could, cost more than the combine pass.
+  // Autotuning on the H200 (docs/performance.md, 2026-12-03) measured the
+  // split 1.02-1.43x faster than the unsplit batch on every grid problem
+  // outside that case (B 32-128 dense, paged, varying lengths, MHA), and 3
+  // waves ahead of 2 at head dim 256 (1.15x).
+  const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
+  const int64_t resident = head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
+  const int64_t items = problem.batch * items_per_range;
+  if (evenly && items <= resident * workers && longest <= kShortSequenceKeys) return 0;
+  return head_dim <= 256 ? 3 : 2;
 }
 
 bool refuse(std::string &message, std::string text) {

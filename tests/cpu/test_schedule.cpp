@@ -296,9 +296,11 @@ TEST(Schedule, BalancedKeepsRangesAboveTheMinimumPieceLength) {
   }
 }
 
-TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsTheWorkers) {
+// On a GPU, a batch of short sequences whose items fit one wave of resident
+// CTAs (3 per SM at head dim 128) runs unsplit.
+TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsOneWave) {
   Shape shape;
-  shape.batch = 64;
+  shape.batch = 32;
   shape.heads_kv = 8;
   shape.heads_q = 32;
   shape.num_workers = 132;
@@ -310,6 +312,29 @@ TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsTheWorkers) {
   EXPECT_EQ(plan.workspace_size, 0u);
   EXPECT_EQ(plan.split_k, 1);
   EXPECT_EQ(plan.kv_chunk_size, 256) << "GPU minimum piece length";
+}
+
+// ... but splits into one full wave when the items overflow it (B 64 x 8
+// heads > 3 x 132), when the sequences are long, and at head dim 256 aims
+// at 3 waves too.
+TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
+  Shape shape;
+  shape.batch = 64;
+  shape.heads_kv = 8;
+  shape.heads_q = 32;
+  shape.num_workers = 132;
+  shape.dl_device_type = kDLCUDA;
+  const fmha_plan_data wide = scheduled(shape);
+  EXPECT_EQ(wide.num_ranges, 3 * 132 / 8);
+  shape.batch = 32;
+  shape.max_kv_seqlen = 16384;
+  const fmha_plan_data long_sequences = scheduled(shape);
+  EXPECT_EQ(long_sequences.num_ranges, 3 * 132 / 8);
+  shape.batch = 16;
+  shape.max_kv_seqlen = 8192;
+  shape.head_dim_v = 256;
+  const fmha_plan_data d256 = scheduled(shape);
+  EXPECT_EQ(d256.num_ranges, 3 * 132 / 8);
 }
 
 TEST(Schedule, BalancedHintSplitsTheLongSequenceOfAnUnevenBatch) {

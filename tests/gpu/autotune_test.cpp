@@ -101,6 +101,7 @@ TEST_P(CudaAutotune, TunedPlansMatchTheOracle) {
   fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.warmup_runs = 1;
   options.timed_runs = 5;
+  options.max_total_ms = 1e7;  // every candidate timed, also under compute-sanitizer
   fmha_check(fmha_splitk_autotune(plan.get(), &tune_args, &options), "fmha_splitk_autotune");
   check_outputs("after autotune");
 
@@ -170,6 +171,7 @@ TEST_P(CudaAutotune, AccuracyGuardRejectsAWrongCandidate) {
   fmha_splitk_autotune_options options = FMHA_SPLITK_AUTOTUNE_OPTIONS_INIT;
   options.warmup_runs = 1;
   options.timed_runs = 3;
+  options.max_total_ms = 1e7;  // the wrong candidate is reached, also under compute-sanitizer
   options.flags = FMHA_AUTOTUNE_NO_CACHE_STORE;
   fmha_check(fmha_splitk_autotune(plan.get(), &args, &options), "fmha_splitk_autotune");
   const fmha_splitk_config rejected = config_of(plan.get(), count - 1);
