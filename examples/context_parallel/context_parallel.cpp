@@ -184,8 +184,8 @@ bool attend(fmha_splitk_plan_t plan, const Dims &dims, DLDevice device, const ui
 }
 
 // Merges the `partials` records at `records` into bf16 O and float32 LSE.
-bool merge_partials(const Dims &dims, DLDevice device, const float *records, int64_t partials, uint16_t *o,
-                    float *lse, void *stream) {
+bool merge_partials(const Dims &dims, DLDevice device, const float *records, int64_t partials, uint16_t *o, float *lse,
+                    void *stream) {
   const int64_t m = kQLen, h = dims.heads_q, dv = dims.dim_v;
   Tensor o_stacked(records, kF32, device, {partials, dims.batch, m, h, dv}, {dims.record(), m * h * dv, h * dv, dv, 1});
   Tensor lse_stacked(records + dims.o_count(), kF32, device, {partials, dims.batch, h, m},
@@ -288,7 +288,9 @@ struct DeviceBuffer {
   }
   // NaN in every float and bf16 element: whatever a run does not write
   // shows up in the check.
-  bool poison(cudaStream_t stream) const { return cuda_ok(cudaMemsetAsync(data, 0xff, bytes, stream), "cudaMemsetAsync"); }
+  bool poison(cudaStream_t stream) const {
+    return cuda_ok(cudaMemsetAsync(data, 0xff, bytes, stream), "cudaMemsetAsync");
+  }
   template <class T>
   T *as() const {
     return static_cast<T *>(data);
@@ -410,7 +412,7 @@ bool parse_int(const char *text, int64_t low, int64_t high, int64_t *value) {
   return true;
 }
 
-// 0: parsed; otherwise the exit status (0 for --help is returned as -1).
+// 0: parsed; -1: --help printed the usage (exit 0); else the exit status.
 int parse_options(int argc, char **argv, Options *options) {
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   for (int i = 1; i < argc; ++i) {
@@ -573,10 +575,11 @@ bool check_results(const std::vector<std::unique_ptr<Gpu>> &gpus, const Referenc
     // Every GPU merges the same partials in the same order with the same
     // kernel: the results should be bitwise equal (reported, not required).
     const bool same = o == o_gpu0;
-    std::printf("context_parallel: check %s: GPU %d: relative error of O %.2e (bound %.0e), largest LSE difference "
-                "%.2e (bound %.0e)%s%s\n",
-                when, gpu->id, o_error, kOBound, lse_error, kLseBound, gpu->id > 0 && same ? ", bitwise as GPU 0" : "",
-                ok ? "" : "  MISMATCH");
+    std::printf(
+        "context_parallel: check %s: GPU %d: relative error of O %.2e (bound %.0e), largest LSE difference "
+        "%.2e (bound %.0e)%s%s\n",
+        when, gpu->id, o_error, kOBound, lse_error, kLseBound, gpu->id > 0 && same ? ", bitwise as GPU 0" : "",
+        ok ? "" : "  MISMATCH");
     *match = *match && ok;
   }
   return true;
@@ -617,12 +620,12 @@ int run(const Options &options) {
                  static_cast<long long>(dims.kv_len), static_cast<long long>(partials));
     return kExitUsage;
   }
-  std::printf("context_parallel: %s decode, batch %lld, %lld keys, Hq %lld, Hkv %lld, Dqk %lld, Dv %lld, bf16; "
-              "%d GPU(s) x %lld shard(s) = %lld partials\n",
-              dims.mla ? "MLA" : "GQA", static_cast<long long>(dims.batch), static_cast<long long>(dims.kv_len),
-              static_cast<long long>(dims.heads_q), static_cast<long long>(dims.heads_kv),
-              static_cast<long long>(dims.dim_qk), static_cast<long long>(dims.dim_v), num_gpus,
-              static_cast<long long>(per_gpu), static_cast<long long>(partials));
+  std::printf(
+      "context_parallel: %s decode, batch %lld, %lld keys, Hq %lld, Hkv %lld, Dqk %lld, Dv %lld, bf16; "
+      "%d GPU(s) x %lld shard(s) = %lld partials\n",
+      dims.mla ? "MLA" : "GQA", static_cast<long long>(dims.batch), static_cast<long long>(dims.kv_len),
+      static_cast<long long>(dims.heads_q), static_cast<long long>(dims.heads_kv), static_cast<long long>(dims.dim_qk),
+      static_cast<long long>(dims.dim_v), num_gpus, static_cast<long long>(per_gpu), static_cast<long long>(partials));
 
   // Random inputs on the host (Q a little wider than K and V, so that the
   // softmax is not flat); V only for GQA, MLA reads it from the K rows.
