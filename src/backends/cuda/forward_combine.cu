@@ -1,7 +1,7 @@
 // The combine step of the split-K forward: each split sequence's partial
 // slots (fp32 O and LSE in the workspace) are merged in piece order into O
 // and LSE, and the sinks join the denominator here, once. One warp per
-// query row (the shared gpu::combine_row), sequential over the slots:
+// query row (the shared gpu::combine_row), in a fixed order over the slots:
 // deterministic, no atomics. This file maps the grid onto the rows of the
 // CUDA forward path's parameters.
 #include <algorithm>
