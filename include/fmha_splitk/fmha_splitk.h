@@ -982,6 +982,8 @@ typedef struct fmha_splitk_autotune_options {
 /**
  * Number of configurations the plan can run (>= 1; 1 for plans whose
  * schedule the problem fixes).
+ * @param plan   the plan (its candidates are planned on the first query).
+ * @param count  receives the number of candidates.
  * @return SUCCESS; INVALID_ARGUMENT if `plan` or `count` is NULL.
  * Thread safety: safe; not concurrently with fmha_splitk_autotune() of the
  * same plan.
@@ -992,6 +994,8 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_plan_config_count(fmha_splitk_plan_t 
 /**
  * Describes candidate `index` of the plan, with what the last autotune
  * measured for it.
+ * @param plan    the plan.
+ * @param index   0 (the heuristic's choice) to count - 1.
  * @param config  caller's struct with struct_size set (the INIT macro); only
  *                the bytes inside it are written.
  * @return SUCCESS; INVALID_ARGUMENT if a pointer is NULL, struct_size is too
@@ -1023,6 +1027,8 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_get_plan_config(fmha_splitk_plan_t pl
  * smaller size fails with INSUFFICIENT_WORKSPACE; the plan's own workspace
  * is grown).
  *
+ * @param plan     the plan to tune (changed: it runs the winner afterwards).
+ * @param args     the tensors and stream of a valid run of the plan.
  * @param options  NULL for the defaults.
  * @return SUCCESS; INVALID_ARGUMENT (as fmha_splitk_run(), or bad options);
  *         NOT_SUPPORTED (the plan's backend cannot time runs);
@@ -1055,6 +1061,9 @@ FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_save(void *buffer, size_t capac
  * Adds the entries of a saved tuning cache to the process's cache
  * (replacing entries of the same class and device). All or nothing: on any
  * failure the cache is left as it was.
+ * @param buffer  bytes written by fmha_tuning_cache_save() (NULL when size
+ *                is 0, which is a truncated cache).
+ * @param size    their number.
  * @return SUCCESS; INVALID_ARGUMENT (NULL buffer with size > 0, a truncated
  *         or corrupt buffer: bad magic, format, length or checksum);
  *         NOT_SUPPORTED (made by another library version, or for a device
@@ -1065,6 +1074,7 @@ FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_load(const void *buffer, size_t
 
 /**
  * fmha_tuning_cache_save() into the file at `path` (created or replaced).
+ * @param path  the file's path, NUL-terminated.
  * @return as fmha_tuning_cache_save(); INVALID_ARGUMENT also for a NULL
  *         path or a file that cannot be written (with the system's reason).
  */
@@ -1072,6 +1082,7 @@ FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_save_file(const char *path);
 
 /**
  * fmha_tuning_cache_load() from the file at `path`.
+ * @param path  the file's path, NUL-terminated.
  * @return as fmha_tuning_cache_load(); INVALID_ARGUMENT also for a NULL
  *         path or a file that cannot be read (with the system's reason).
  */
@@ -1079,6 +1090,7 @@ FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_load_file(const char *path);
 
 /**
  * Number of entries in the tuning cache.
+ * @param entries  receives the count.
  * @return SUCCESS; INVALID_ARGUMENT if `entries` is NULL.
  */
 FMHA_SPLITK_EXPORT fmha_status fmha_tuning_cache_entries(size_t *entries);
