@@ -40,6 +40,20 @@ class CudaAutotune : public ::testing::TestWithParam<TuneCase> {
   }
 };
 
+AttentionCase spec_of(const TuneCase &c) {
+  AttentionCase spec;
+  spec.name = c.name;
+  spec.dtype = c.dtype;
+  spec.kv_layout = c.kv_layout;
+  spec.kv_len = c.kv_len;
+  spec.q_len = {c.q_len};
+  spec.heads_q = c.heads_q;
+  spec.heads_kv = c.heads_kv;
+  spec.head_dim = c.head_dim;
+  spec.length_hint = c.length_hint;
+  return spec;
+}
+
 fmha_splitk_config config_of(fmha_splitk_plan_t plan, int32_t index) {
   fmha_splitk_config config = FMHA_SPLITK_CONFIG_INIT;
   fmha_check(fmha_splitk_get_plan_config(plan, index, &config), "fmha_splitk_get_plan_config");
@@ -63,16 +77,7 @@ TEST_P(CudaAutotune, TunedPlansMatchTheOracle) {
   const TuneCase &c = GetParam();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  AttentionCase spec;
-  spec.name = c.name;
-  spec.dtype = c.dtype;
-  spec.kv_layout = c.kv_layout;
-  spec.kv_len = c.kv_len;
-  spec.q_len = {c.q_len};
-  spec.heads_q = c.heads_q;
-  spec.heads_kv = c.heads_kv;
-  spec.head_dim = c.head_dim;
-  spec.length_hint = c.length_hint;
+  const AttentionCase spec = spec_of(c);
   SCOPED_TRACE(spec.describe());
   const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
   const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
@@ -144,16 +149,7 @@ TEST_P(CudaAutotune, AccuracyGuardRejectsAWrongCandidate) {
   const TuneCase &c = GetParam();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  AttentionCase spec;
-  spec.name = c.name;
-  spec.dtype = c.dtype;
-  spec.kv_layout = c.kv_layout;
-  spec.kv_len = c.kv_len;
-  spec.q_len = {c.q_len};
-  spec.heads_q = c.heads_q;
-  spec.heads_kv = c.heads_kv;
-  spec.head_dim = c.head_dim;
-  spec.length_hint = c.length_hint;
+  const AttentionCase spec = spec_of(c);
   const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
   const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
   Device &device = device_under_test();
