@@ -327,10 +327,12 @@ void TuningCache::load(const uint8_t *bytes, size_t size) {
     entry.choice.min_piece = static_cast<int32_t>(get_u32(value + 4));
     entry.time_us = get_f32(value + 8);
     entry.heuristic_time_us = get_f32(value + 12);
-    if (entry.choice.waves < 0 || entry.choice.waves > kMaxWaves || entry.choice.min_piece < 1 ||
-        entry.choice.min_piece > kMaxMinPiece)
+    const bool heuristic = entry.choice.waves == -1 && entry.choice.min_piece == 0;
+    if (!heuristic && (entry.choice.waves < 0 || entry.choice.waves > kMaxWaves || entry.choice.min_piece < 1 ||
+                       entry.choice.min_piece > kMaxMinPiece))
       invalid(cat("tuning cache: entry ", index, " has waves = ", entry.choice.waves, " and min_piece = ",
-                  entry.choice.min_piece, " (expected 0..", kMaxWaves, " and 1..", kMaxMinPiece, ")"));
+                  entry.choice.min_piece, " (expected 0..", kMaxWaves, " and 1..", kMaxMinPiece,
+                  ", or -1 and 0 for the heuristic)"));
     parsed.emplace_back(key, entry);
   }
 
@@ -658,7 +660,9 @@ void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha
   }
   if (!(options.flags & FMHA_AUTOTUNE_NO_CACHE_STORE) && best.data.schedule == FMHA_SCHEDULE_BALANCED) {
     TunedEntry entry;
-    entry.choice = best.choice;
+    // The heuristic's own partition is stored as "the heuristic" (waves
+    // -1): its ranges may differ from what its waves alone would give.
+    entry.choice = winner == 0 ? ScheduleChoice{-1, 0} : best.choice;
     entry.time_us = static_cast<float>(best.time_us);
     entry.heuristic_time_us = static_cast<float>(candidates[0].time_us);
     TuningCache::instance().store(make_tuning_key(plan.data, plan.kv_seqlen_hint), entry);
