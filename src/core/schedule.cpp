@@ -2,7 +2,6 @@
 #include "core/schedule.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 namespace fmha::core {
@@ -27,9 +26,6 @@ constexpr int64_t kItemsPerWorker = 2;
 // a split's combine pass would pay for itself (H200: B=32 L=4096 runs
 // fastest unsplit).
 constexpr int64_t kShortSequenceKeys = 4096;
-
-// Piece length the GPU heuristic keeps when the batch's keys are few.
-constexpr int64_t kLongPieceKeys = 1024;
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
@@ -195,27 +191,6 @@ int32_t heuristic_waves(const fmha_plan_data &plan, int64_t total_keys, int64_t 
   return head_dim <= 256 ? 3 : 2;
 }
 
-// The heuristic's ranges: those of its waves, except on a GPU when the
-// batch has few keys: then no more ranges than keep pieces near
-// kLongPieceKeys, rounded to whole waves of CTAs (a partial wave leaves SMs
-// idle), and never fewer than one CTA per SM of pieces >= min_piece. From
-// the H200 autotune of 2026-12-03 (docs/performance.md): B 1-4 with 16-32K
-// keys ran 8-27% faster with 16-33 ranges than with 49, MQA B 4-64 faster
-// with 132 ranges than with 256-396; large batches keep their 3 waves.
-int64_t heuristic_ranges(const fmha_plan_data &plan, int64_t total_keys, int32_t waves, int32_t min_piece) {
-  const int64_t full = ranges_for_waves(plan, total_keys, waves, min_piece);
-  if (plan.device.dl_device_type == kDLCPU || full <= 1) return full;
-  const fmha_splitk_problem &problem = plan.problem;
-  const double ranges_per_wave = static_cast<double>(std::max<int32_t>(1, plan.device.num_workers)) /
-                                 (static_cast<double>(problem.groups) * problem.heads_kv);
-  const int64_t one_per_worker = std::max<int64_t>(1, static_cast<int64_t>(ranges_per_wave));
-  const int64_t short_pieces = std::min(one_per_worker, std::max<int64_t>(1, total_keys / min_piece));
-  const double long_pieces = static_cast<double>(total_keys / kLongPieceKeys);
-  const double whole_waves = std::floor(long_pieces / ranges_per_wave + 0.5);
-  const int64_t long_ranges = static_cast<int64_t>(whole_waves * ranges_per_wave);
-  return std::min(full, std::max(short_pieces, long_ranges));
-}
-
 bool refuse(std::string &message, std::string text) {
   message = std::move(text);
   return false;
@@ -336,8 +311,7 @@ fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
       longest = std::max(longest, expected_len(b));
     }
     ScheduleChoice used;
-    const bool heuristic = choice == nullptr || choice->waves < 0;
-    if (!heuristic) {
+    if (choice != nullptr && choice->waves >= 0) {
       if (choice->min_piece < 1) {
         message = "schedule choice: min_piece = " + std::to_string(choice->min_piece) + " must be >= 1";
         return FMHA_STATUS_INVALID_ARGUMENT;
@@ -349,8 +323,7 @@ fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
     }
     if (choice != nullptr) *choice = used;
     const int32_t min_piece = used.min_piece;
-    const int64_t ranges = heuristic ? heuristic_ranges(plan, total_keys, used.waves, min_piece)
-                                     : ranges_for_waves(plan, total_keys, used.waves, min_piece);
+    const int64_t ranges = ranges_for_waves(plan, total_keys, used.waves, min_piece);
     plan.kv_chunk_size = min_piece;
     plan.num_ranges = static_cast<int32_t>(ranges);
     // R ranges have R - 1 inner boundaries; each adds one piece, and a split

@@ -376,6 +376,8 @@ TEST_F(Autotune, CorruptBuffersAreRejectedWholly) {
   const size_t value_offset = 24 + 31 * 4 + 96;
   wild[value_offset] = 0xe8;
   wild[value_offset + 1] = 0x03;
+  wild[value_offset + 2] = 0;
+  wild[value_offset + 3] = 0;
   reseal(wild);
   EXPECT_FMHA_ERROR(fmha_tuning_cache_load(wild.data(), wild.size()), FMHA_STATUS_INVALID_ARGUMENT, "waves = 1000");
   EXPECT_EQ(saved_cache(), bytes);

@@ -337,27 +337,6 @@ TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
   EXPECT_EQ(d256.num_ranges, 3 * 132 / 8);
 }
 
-// A small batch on a GPU: pieces near 1024 keys in whole waves of CTAs,
-// at least one CTA per SM of pieces >= 256 keys.
-TEST(Schedule, BalancedSmallBatchesKeepLongPiecesInWholeWaves) {
-  Shape shape;
-  shape.batch = 1;
-  shape.heads_kv = 8;
-  shape.heads_q = 32;
-  shape.num_workers = 132;
-  shape.dl_device_type = kDLCUDA;
-  shape.max_kv_seqlen = 32768;
-  EXPECT_EQ(scheduled(shape).num_ranges, 33) << "2 waves of 16.5 ranges x 8 heads";
-  shape.max_kv_seqlen = 4096;
-  EXPECT_EQ(scheduled(shape).num_ranges, 16) << "one CTA per SM of 256-key pieces";
-  shape.max_kv_seqlen = 131072;
-  EXPECT_EQ(scheduled(shape).num_ranges, 49) << "3 waves: the pieces are long anyway";
-  shape.batch = 4;
-  shape.heads_kv = 1;
-  shape.max_kv_seqlen = 16384;
-  EXPECT_EQ(scheduled(shape).num_ranges, 132) << "MQA: one CTA per SM";
-}
-
 TEST(Schedule, BalancedHintSplitsTheLongSequenceOfAnUnevenBatch) {
   Shape shape;
   shape.batch = 16;
