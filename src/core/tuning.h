@@ -11,7 +11,8 @@
 // little-endian:
 //   "FMHATUNE" | u32 format | u32 library version code | u32 entries |
 //   u32 key fields | entries (key fields x i32, device name 96 bytes,
-//   i32 waves, i32 min_piece, f32 tuned time, f32 heuristic time) |
+//   i32 waves, i32 min_piece, f32 tuned time, f32 heuristic time; waves -1
+//   with min_piece 0: the heuristic's own partition won) |
 //   u64 FNV-1a of every byte before it.
 #ifndef FMHA_SPLITK_CORE_TUNING_H_
 #define FMHA_SPLITK_CORE_TUNING_H_
