@@ -9,12 +9,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/forward.h"
 #include "backends/gpu/entry_points.h"
-#include "backends/cuda/metadata_check.h"
+#include "backends/gpu/forward.h"
+#include "backends/gpu/status.h"
 #include "core/backend_api.h"
 
 namespace fmha::cuda {
@@ -24,7 +22,7 @@ namespace {
 // needs it); FMHA_SPLITK_CUDA_ARCHS does not go below it.
 constexpr int kMinComputeCapability = 80;
 
-using gpu::ScopedDevice;
+using gpu::write_msg;
 
 cudaError_t compute_capability(int device, int *capability) {
   int major = 0, minor = 0;
@@ -36,12 +34,12 @@ cudaError_t compute_capability(int device, int *capability) {
 
 fmha_status read_device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
   int sms = 0, capability = 0, memory_clock_khz = 0, bus_width_bits = 0;
-  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id), msg);
-  FMHA_CUDA_CHECK(compute_capability(device_id, &capability), msg);
-  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device_id), msg);
-  FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device_id), msg);
+  FMHA_GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_id), msg);
+  FMHA_GPU_CHECK(compute_capability(device_id, &capability), msg);
+  FMHA_GPU_CHECK(cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device_id), msg);
+  FMHA_GPU_CHECK(cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device_id), msg);
   cudaDeviceProp properties{};
-  FMHA_CUDA_CHECK(cudaGetDeviceProperties(&properties, device_id), msg);
+  FMHA_GPU_CHECK(cudaGetDeviceProperties(&properties, device_id), msg);
 
   fmha_device_props props{};
   props.device_id = device_id;
@@ -60,28 +58,9 @@ fmha_status read_device_props(int32_t device_id, fmha_device_props *out, fmha_ms
 }
 
 // Every plan asks for its device's properties, and cudaGetDeviceProperties
-// alone costs about 100 us (it fills every field); they never change, so
-// each device's are read once (ordinals past 63 are read every time).
+// alone costs about 100 us (it fills every field): read once per device.
 fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
-  constexpr int kCached = 64;
-  static std::mutex lock;
-  static fmha_device_props cached[kCached];
-  static bool valid[kCached] = {};
-  const bool cacheable = device_id >= 0 && device_id < kCached;
-  if (cacheable) {
-    std::lock_guard<std::mutex> guard(lock);
-    if (valid[device_id]) {
-      *out = cached[device_id];
-      return FMHA_STATUS_SUCCESS;
-    }
-  }
-  const fmha_status st = read_device_props(device_id, out, msg);
-  if (st == FMHA_STATUS_SUCCESS && cacheable) {
-    std::lock_guard<std::mutex> guard(lock);
-    cached[device_id] = *out;
-    valid[device_id] = true;
-  }
-  return st;
+  return gpu::cached_device_props<read_device_props>(device_id, out, msg);
 }
 
 fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
@@ -91,21 +70,7 @@ fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
               plan_data->device.compute_capability % 10);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
-  return plan_forward(plan_data, msg);
-}
-
-fmha_status run(const fmha_plan_data *plan_data, const fmha_run_views *views, fmha_msg msg) {
-  ScopedDevice device;
-  const fmha_status st = device.enter(plan_data->device.device_id, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  return run_forward(*plan_data, *views, static_cast<cudaStream_t>(views->stream), msg);
-}
-
-fmha_status check_status(const fmha_plan_data *plan_data, void *workspace, void *stream, fmha_msg msg) {
-  ScopedDevice device;
-  const fmha_status st = device.enter(plan_data->device.device_id, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  return read_check_status(*plan_data, workspace, static_cast<cudaStream_t>(stream), msg);
+  return gpu::plan_forward(plan_data, msg);
 }
 
 fmha_backend_v1 make_table() {
@@ -117,7 +82,7 @@ fmha_backend_v1 make_table() {
   table.name = "cuda";
   table.device_props = device_props;
   table.plan = plan;
-  table.run = run;
+  table.run = gpu::run_entry;
   table.merge = gpu::merge_entry;
   table.merge_backward = gpu::merge_backward_entry;
   table.alloc = gpu::alloc_entry;
@@ -125,8 +90,8 @@ fmha_backend_v1 make_table() {
   // Nothing to release: the table is static, and resetting devices would
   // destroy the application's own CUDA state.
   table.shutdown = nullptr;
-  table.check_status = check_status;
-  table.time_run = gpu::time_run_entry<run>;
+  table.check_status = gpu::check_status_entry;
+  table.time_run = gpu::time_run_entry<gpu::run_entry>;
   table.copy_to_host = gpu::copy_to_host_entry;
   return table;
 }

@@ -1,7 +1,8 @@
 // The fmha_backend_v1 entries that are the same on every GPU backend:
-// making the right device current, the merges, device memory and the
-// device count. A plugin's table points at these beside its own score,
-// device_props, plan and run.
+// making the right device current, the forward run and its checked status,
+// the merges, device memory, timing and the device count. A plugin's table
+// points at these beside its own score, device_props and plan (which checks
+// the device, then calls plan_forward).
 //
 // Every entry leaves the calling thread's current device as it found it,
 // and no failed runtime call leaves an error behind for a later call to
@@ -11,8 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
+#include "backends/gpu/forward.h"
 #include "backends/gpu/merge.h"
+#include "backends/gpu/metadata_check.h"
 #include "backends/gpu/status.h"
 #include "core/backend_api.h"
 
@@ -66,6 +70,49 @@ inline fmha_status merge_backward_entry(const fmha_merge_backward_views *views, 
   const fmha_status st = device.enter_owner_of(views->o.data, msg);
   if (st != FMHA_STATUS_SUCCESS) return st;
   return merge_backward(*views, static_cast<Stream>(views->stream), msg);
+}
+
+// The forward pass on the plan's device, on the caller's stream.
+inline fmha_status run_entry(const fmha_plan_data *plan, const fmha_run_views *views, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(plan->device.device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return run_forward(*plan, *views, static_cast<Stream>(views->stream), msg);
+}
+
+// The outcome of a checked run (FMHA_FLAG_CHECKED), read from the workspace.
+inline fmha_status check_status_entry(const fmha_plan_data *plan, void *workspace, void *stream, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(plan->device.device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  return read_check_status(*plan, workspace, static_cast<Stream>(stream), msg);
+}
+
+// A device's properties never change, and reading them all costs about
+// 100 us (CUDA's cudaGetDeviceProperties fills every field): `Read` runs
+// once per device and plans take the copy (ordinals past 63 read every
+// time).
+template <fmha_status (*Read)(int32_t, fmha_device_props *, fmha_msg)>
+fmha_status cached_device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+  constexpr int kCached = 64;
+  static std::mutex lock;
+  static fmha_device_props cached[kCached];
+  static bool valid[kCached] = {};
+  const bool cacheable = device_id >= 0 && device_id < kCached;
+  if (cacheable) {
+    std::lock_guard<std::mutex> guard(lock);
+    if (valid[device_id]) {
+      *out = cached[device_id];
+      return FMHA_STATUS_SUCCESS;
+    }
+  }
+  const fmha_status st = Read(device_id, out, msg);
+  if (st == FMHA_STATUS_SUCCESS && cacheable) {
+    std::lock_guard<std::mutex> guard(lock);
+    cached[device_id] = *out;
+    valid[device_id] = true;
+  }
+  return st;
 }
 
 inline fmha_status alloc_entry(int32_t device_id, size_t bytes, void **ptr, fmha_msg msg) {

@@ -16,11 +16,10 @@
 // One source for both vendors: nvcc builds it into the CUDA plugin, clang
 // (HIP) into the HIP plugin; what differs (16-bit float types, lane-group
 // sums, kernel parameter limits, error text) comes from backends/gpu/vendor.h.
-#include "backends/gpu/merge.h"
-
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/gpu/merge.h"
 #include "backends/gpu/merge_math.cuh"
 #include "backends/gpu/status.h"
 
@@ -88,13 +87,21 @@ __device__ __forceinline__ float to_float(double x) { return static_cast<float>(
 template <class T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ double from_float<double>(float x) { return x; }
+__device__ __forceinline__ double from_float<double>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ half_t from_float<half_t>(float x) { return half_from_float(x); }
+__device__ __forceinline__ half_t from_float<half_t>(float x) {
+  return half_from_float(x);
+}
 template <>
-__device__ __forceinline__ bf16_t from_float<bf16_t>(float x) { return bf16_from_float(x); }
+__device__ __forceinline__ bf16_t from_float<bf16_t>(float x) {
+  return bf16_from_float(x);
+}
 
 // kVec elements read or written as one access (the host picks kVec so that
 // the access is at most 16 bytes and aligned).
@@ -123,20 +130,36 @@ __device__ __forceinline__ void store_pack(char *p, const float (&in)[kVec]) {
 template <int kVec>
 __device__ __forceinline__ void load_floats(const char *p, int32_t elem, float (&out)[kVec]) {
   switch (elem) {
-    case FMHA_ELEM_F16: load_pack<half_t, kVec>(p, out); break;
-    case FMHA_ELEM_BF16: load_pack<bf16_t, kVec>(p, out); break;
-    case FMHA_ELEM_F64: load_pack<double, kVec>(p, out); break;
-    default: load_pack<float, kVec>(p, out); break;  // F32 (the host admits only these four)
+    case FMHA_ELEM_F16:
+      load_pack<half_t, kVec>(p, out);
+      break;
+    case FMHA_ELEM_BF16:
+      load_pack<bf16_t, kVec>(p, out);
+      break;
+    case FMHA_ELEM_F64:
+      load_pack<double, kVec>(p, out);
+      break;
+    default:
+      load_pack<float, kVec>(p, out);
+      break;  // F32 (the host admits only these four)
   }
 }
 
 template <int kVec>
 __device__ __forceinline__ void store_floats(char *p, int32_t elem, const float (&in)[kVec]) {
   switch (elem) {
-    case FMHA_ELEM_F16: store_pack<half_t, kVec>(p, in); break;
-    case FMHA_ELEM_BF16: store_pack<bf16_t, kVec>(p, in); break;
-    case FMHA_ELEM_F64: store_pack<double, kVec>(p, in); break;
-    default: store_pack<float, kVec>(p, in); break;
+    case FMHA_ELEM_F16:
+      store_pack<half_t, kVec>(p, in);
+      break;
+    case FMHA_ELEM_BF16:
+      store_pack<bf16_t, kVec>(p, in);
+      break;
+    case FMHA_ELEM_F64:
+      store_pack<double, kVec>(p, in);
+      break;
+    default:
+      store_pack<float, kVec>(p, in);
+      break;
   }
 }
 
@@ -166,8 +189,8 @@ __device__ __forceinline__ float partial_lse(const MergeParams &p, int64_t i, co
   return p.stacked ? *p.parts[0].lse.at(r, i * p.stacked_lse_stride) : *p.parts[i].lse.at(r);
 }
 
-__device__ __forceinline__ const char *partial_o(const MergeParams &p, int64_t i, const RowIndex &r,
-                                                 int32_t *elem, int32_t *elem_bytes) {
+__device__ __forceinline__ const char *partial_o(const MergeParams &p, int64_t i, const RowIndex &r, int32_t *elem,
+                                                 int32_t *elem_bytes) {
   const RowTensor &o = p.stacked ? p.parts[0].o : p.parts[i].o;
   *elem = o.elem;
   *elem_bytes = o.elem_bytes;
@@ -285,22 +308,33 @@ __global__ void __launch_bounds__(kThreads) merge_backward_kernel(const FMHA_GPU
 int32_t elem_bytes(int32_t elem) {
   switch (elem) {
     case FMHA_ELEM_F16:
-    case FMHA_ELEM_BF16: return 2;
-    case FMHA_ELEM_F32: return 4;
-    case FMHA_ELEM_F64: return 8;
-    default: return 0;
+    case FMHA_ELEM_BF16:
+      return 2;
+    case FMHA_ELEM_F32:
+      return 4;
+    case FMHA_ELEM_F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
 const char *elem_name(int32_t elem) {
   switch (elem) {
-    case FMHA_ELEM_F16: return "f16";
-    case FMHA_ELEM_BF16: return "bf16";
-    case FMHA_ELEM_F32: return "f32";
-    case FMHA_ELEM_FP8: return "fp8";
-    case FMHA_ELEM_I32: return "i32";
-    case FMHA_ELEM_F64: return "f64";
-    default: return "none";
+    case FMHA_ELEM_F16:
+      return "f16";
+    case FMHA_ELEM_BF16:
+      return "bf16";
+    case FMHA_ELEM_F32:
+      return "f32";
+    case FMHA_ELEM_FP8:
+      return "fp8";
+    case FMHA_ELEM_I32:
+      return "i32";
+    case FMHA_ELEM_F64:
+      return "f64";
+    default:
+      return "none";
   }
 }
 
@@ -308,8 +342,8 @@ const char *elem_name(int32_t elem) {
 // to refuse is a dtype the kernels have no conversion for.
 fmha_status check_float_elem(const fmha_view &view, const char *what, int64_t index, fmha_msg msg) {
   if (elem_bytes(view.elem) != 0) return FMHA_STATUS_SUCCESS;
-  write_msg(msg, "%s merge: %s %lld has element type %s; the GPU kernels take f16, bf16, f32 or f64", kVendorName,
-            what, static_cast<long long>(index), elem_name(view.elem));
+  write_msg(msg, "%s merge: %s %lld has element type %s; the GPU kernels take f16, bf16, f32 or f64", kVendorName, what,
+            static_cast<long long>(index), elem_name(view.elem));
   return FMHA_STATUS_NOT_SUPPORTED;
 }
 
@@ -430,10 +464,18 @@ fmha_status merge(const fmha_merge_views &views, Stream stream, fmha_msg msg) {
 
   const unsigned blocks = blocks_for(rows, p.lanes);
   switch (width.vec()) {
-    case 8: merge_kernel<8><<<blocks, kThreads, 0, stream>>>(p); break;
-    case 4: merge_kernel<4><<<blocks, kThreads, 0, stream>>>(p); break;
-    case 2: merge_kernel<2><<<blocks, kThreads, 0, stream>>>(p); break;
-    default: merge_kernel<1><<<blocks, kThreads, 0, stream>>>(p); break;
+    case 8:
+      merge_kernel<8><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    case 4:
+      merge_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    case 2:
+      merge_kernel<2><<<blocks, kThreads, 0, stream>>>(p);
+      break;
+    default:
+      merge_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
+      break;
   }
   FMHA_GPU_CHECK_LAUNCH("merge_kernel", msg);
   return FMHA_STATUS_SUCCESS;
@@ -488,10 +530,18 @@ fmha_status merge_backward(const fmha_merge_backward_views &views, Stream stream
     p.lanes = width.lanes();
     const unsigned blocks = blocks_for(rows, p.lanes);
     switch (width.vec()) {
-      case 8: merge_backward_kernel<8><<<blocks, kThreads, 0, stream>>>(p); break;
-      case 4: merge_backward_kernel<4><<<blocks, kThreads, 0, stream>>>(p); break;
-      case 2: merge_backward_kernel<2><<<blocks, kThreads, 0, stream>>>(p); break;
-      default: merge_backward_kernel<1><<<blocks, kThreads, 0, stream>>>(p); break;
+      case 8:
+        merge_backward_kernel<8><<<blocks, kThreads, 0, stream>>>(p);
+        break;
+      case 4:
+        merge_backward_kernel<4><<<blocks, kThreads, 0, stream>>>(p);
+        break;
+      case 2:
+        merge_backward_kernel<2><<<blocks, kThreads, 0, stream>>>(p);
+        break;
+      default:
+        merge_backward_kernel<1><<<blocks, kThreads, 0, stream>>>(p);
+        break;
     }
     FMHA_GPU_CHECK_LAUNCH("merge_backward_kernel", msg);
   }

@@ -39,9 +39,7 @@ __device__ __forceinline__ float merge_weight(float lse_i, float lse) {
 
 // max(a, b) that returns NaN when either is NaN (fmaxf returns the other
 // operand), so that a NaN LSE_i cannot hide behind an all -inf maximum.
-__device__ __forceinline__ float propagating_max(float a, float b) {
-  return (a != a || a > b) ? a : b;
-}
+__device__ __forceinline__ float propagating_max(float a, float b) { return (a != a || a > b) ? a : b; }
 
 }  // namespace fmha::gpu
 

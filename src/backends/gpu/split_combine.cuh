@@ -61,10 +61,10 @@ __device__ __forceinline__ void store_quad(void *base, int32_t elem, int64_t ind
 // for the previous rescale: about 20 us for 16 slots on an H200, as long
 // as the forward pass of a small problem). Every lane reads the same LSE
 // values (one broadcast load each), so the lanes agree bitwise.
-__device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_lse, int32_t first_slot,
-                                            int32_t slots, int64_t slot_rows, int64_t row_in_slot, int head_dim_v,
-                                            const float *sinks, int64_t sink, void *o, int32_t o_elem, int64_t o_row,
-                                            float *lse, int64_t lse_row, int lane) {
+__device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_lse, int32_t first_slot, int32_t slots,
+                                            int64_t slot_rows, int64_t row_in_slot, int head_dim_v, const float *sinks,
+                                            int64_t sink, void *o, int32_t o_elem, int64_t o_row, float *lse,
+                                            int64_t lse_row, int lane) {
   const int vectors = head_dim_v / 4;
   const float *lse_of_slot = ws_lse + first_slot * slot_rows + row_in_slot;  // slot i at [i * slot_rows]
   // The sink is one more partial with LSE = sink and O = 0.
@@ -83,7 +83,8 @@ __device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_l
 #pragma unroll 4
   for (int32_t i = 0; i < slots; ++i) {
     const float weight = merge_weight(lse_of_slot[i * slot_rows], merged_lse);
-    const float4 *o_i = reinterpret_cast<const float4 *>(ws_o + ((first_slot + i) * slot_rows + row_in_slot) * head_dim_v);
+    const float4 *o_i =
+        reinterpret_cast<const float4 *>(ws_o + ((first_slot + i) * slot_rows + row_in_slot) * head_dim_v);
 #pragma unroll
     for (int v = 0; v < kCombineVectors; ++v) {
       const int index = lane + kWarpSize * v;

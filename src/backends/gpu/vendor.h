@@ -12,6 +12,8 @@
 //   Event, driver_version, l2_cache_bytes, event_*, memset_async,
 //   copy_to_host_async, stream_synchronize
 //                                   what autotuning's timing needs
+//   max_shared_memory_per_block, allow_kernel_shared_memory
+//                                   the forward kernels' shared memory
 //   kMaxKernelParamBytes            largest kernel parameter block
 //   FMHA_GPU_GRID_CONSTANT          qualifier of by-value kernel parameters
 //   half_t, bf16_t                  16-bit float types, with to_float,

@@ -65,6 +65,21 @@ inline Error memory_device(const void *ptr, int *device) {
   return err;
 }
 
+// The most dynamic shared memory one block may ask for (after opting in).
+inline Error max_shared_memory_per_block(int device, int *bytes) {
+  return cudaDeviceGetAttribute(bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (beyond the default
+// 48 KB) and asks for the largest shared-memory carveout: several CTAs per
+// SM need it.
+template <typename Kernel>
+inline Error allow_kernel_shared_memory(Kernel kernel, int bytes) {
+  const Error err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+}
+
 // Kernel parameters beyond 4 KB need CUDA 12.1 and Volta or newer (both
 // given here); the limit is 32764 bytes.
 constexpr int kMaxKernelParamBytes = 32764;

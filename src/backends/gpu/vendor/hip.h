@@ -77,6 +77,18 @@ inline Error memory_device(const void *ptr, int *device) {
   return err;
 }
 
+// The most dynamic shared memory (LDS) one block may use: 64 KB on CDNA2
+// and CDNA3, 160 KB on CDNA4. There is no opt-in beyond it.
+inline Error max_shared_memory_per_block(int device, int *bytes) {
+  return hipDeviceGetAttribute(bytes, hipDeviceAttributeMaxSharedMemoryPerBlock, device);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory.
+template <typename Kernel>
+inline Error allow_kernel_shared_memory(Kernel kernel, int bytes) {
+  return hipFuncSetAttribute(reinterpret_cast<const void *>(kernel), hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
 // 4 KB of kernel arguments is what every ROCm release accepts.
 constexpr int kMaxKernelParamBytes = 4096;
 

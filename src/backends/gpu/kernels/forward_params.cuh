@@ -2,17 +2,17 @@
 // that read the per-run metadata (sequence lengths, query ranges, the work
 // partition). One definition shared by the scheduling pass, the forward
 // kernel and the combine kernel, so that they agree on every piece.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_FORWARD_PARAMS_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_KERNELS_FORWARD_PARAMS_CUH_
 
-#include <cuda_runtime.h>
+#include "backends/gpu/vendor.h"
 
 #include <cstdint>
 
 #include "core/backend_api.h"
 #include "core/schedule.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 
 using fmha::core::Piece;
 
@@ -295,6 +295,6 @@ __device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLay
   return chunks > 1 ? chunks : 0;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_FORWARD_PARAMS_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_KERNELS_FORWARD_PARAMS_CUH_

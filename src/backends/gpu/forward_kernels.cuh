@@ -1,17 +1,16 @@
 // Launchers of the forward path's kernels, one per translation unit so that
 // the kernel instantiations compile in parallel and forward.cu (the plan and
 // launch heuristics) stays host code.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_
-
-#include <cuda_runtime.h>
+#ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_KERNELS_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_FORWARD_KERNELS_CUH_
 
 #include <cstdint>
 
-#include "backends/cuda/kernels/forward_params.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/vendor.h"
 #include "core/backend_api.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 
 // The head-dim bucket (64, 128, 256 or 512) a head dim runs in; dims below
 // the bucket are masked. 0 when no bucket holds it.
@@ -37,21 +36,21 @@ ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool qua
 // row tiles x groups x K/V heads, heads fastest). `device` keys the
 // one-time shared memory opt-in.
 fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                      cudaStream_t stream, fmha_msg msg);
+                                      Stream stream, fmha_msg msg);
 fmha_status launch_splitk_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                       cudaStream_t stream, fmha_msg msg);
+                                       Stream stream, fmha_msg msg);
 // The same for int4 / fp8 K/V (buckets up to 256): f16 beside fp16 or fp8
 // Q, bf16 beside bf16 Q.
 fmha_status launch_splitk_forward_quant_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                            cudaStream_t stream, fmha_msg msg);
-fmha_status launch_splitk_forward_quant_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid,
-                                             int device, cudaStream_t stream, fmha_msg msg);
+                                            Stream stream, fmha_msg msg);
+fmha_status launch_splitk_forward_quant_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                             Stream stream, fmha_msg msg);
 
 // Merges the workspace partial slots of every split sequence into O / LSE
 // (adding the sinks); `items` is the number of combine items (sequences, or
 // pieces with PieceSource::kScheduled).
-fmha_status launch_split_combine(const ForwardParams &params, int64_t items, cudaStream_t stream, fmha_msg msg);
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, Stream stream, fmha_msg msg);
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_FORWARD_KERNELS_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_FORWARD_KERNELS_CUH_

@@ -18,8 +18,8 @@
 // per-tile instruction chain is what limits a CTA: the shape is chosen for
 // several resident CTAs per SM with 2-3 tiles each in flight, straight-line
 // MMA code and conflict-free shared memory.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_SPLITK_FORWARD_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_KERNELS_SPLITK_FORWARD_CUH_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,13 +28,13 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/kernels/forward_params.cuh"
-#include "backends/cuda/kernels/kv_tile_loader.cuh"
-#include "backends/cuda/kernels/ptx.cuh"
-#include "backends/cuda/kernels/quant_tile_loader.cuh"
-#include "backends/cuda/merge_math.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/kernels/kv_tile_loader.cuh"
+#include "backends/gpu/vendor/cuda_tile.cuh"
+#include "backends/gpu/kernels/quant_tile_loader.cuh"
+#include "backends/gpu/merge_math.cuh"
 
-namespace fmha::cuda::kernels {
+namespace fmha::gpu::kernels {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -752,6 +752,6 @@ __global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket, kQuantised>::kT
   }
 }
 
-}  // namespace fmha::cuda::kernels
+}  // namespace fmha::gpu::kernels
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_SPLITK_FORWARD_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_KERNELS_SPLITK_FORWARD_CUH_

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/forward_kernels.cuh"
-#include "backends/cuda/kernels/forward_params.cuh"
+#include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
 #include "backends/gpu/split_combine.cuh"
+#include "backends/gpu/status.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 namespace {
 
 // Rows (warps) per block.
@@ -38,8 +38,8 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
     const int32_t head = group_head % p.heads_q;
     const int32_t group = group_head / p.heads_q;
     const int32_t out_query = queries.row0 + query;
-    const int64_t o_row = queries.batch * p.o_stride[0] + out_query * p.o_stride[1] + group * p.o_stride[2] +
-                          head * p.o_stride[3];
+    const int64_t o_row =
+        queries.batch * p.o_stride[0] + out_query * p.o_stride[1] + group * p.o_stride[2] + head * p.o_stride[3];
     gpu::combine_row(p.ws_o, p.ws_lse, first_slot, slots, slot_rows, group_head * mq + query, p.head_dim_v, p.sinks,
                      group * p.sinks_stride[0] + head * p.sinks_stride[1], p.o, p.o_elem, o_row, p.lse,
                      queries.batch * p.lse_stride[0] + group * p.lse_stride[1] + head * p.lse_stride[2] +
@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
 
 }  // namespace
 
-fmha_status launch_split_combine(const ForwardParams &params, int64_t items, cudaStream_t stream, fmha_msg msg) {
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, Stream stream, fmha_msg msg) {
   if (items == 0) return FMHA_STATUS_SUCCESS;
   // Enough warps per item for the rows of a sequence (G * Hq * Mq), within
   // the grid's y limit; the kernel loops over the rest.
@@ -58,8 +58,8 @@ fmha_status launch_split_combine(const ForwardParams &params, int64_t items, cud
   const int64_t row_blocks = std::min<int64_t>((rows + kCombineWarps - 1) / kCombineWarps, 65535);
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(std::max<int64_t>(row_blocks, 1)));
   split_combine_kernel<<<grid, kCombineWarps * gpu::kWarpSize, 0, stream>>>(params);
-  FMHA_CUDA_CHECK_LAUNCH("split_combine_kernel", msg);
+  FMHA_GPU_CHECK_LAUNCH("split_combine_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu

@@ -1,22 +1,21 @@
 // The forward kernel's launcher template, instantiated once per Q dtype and
 // K/V kind (forward_{f16,bf16}.cu native, forward_quant_{f16,bf16}.cu int4 /
 // fp8 K/V) for every head-dim bucket.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_FORWARD_LAUNCH_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_FORWARD_LAUNCH_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_LAUNCH_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_FORWARD_LAUNCH_CUH_
 
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/forward_kernels.cuh"
-#include "backends/cuda/kernels/splitk_forward.cuh"
+#include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/kernels/splitk_forward.cuh"
+#include "backends/gpu/status.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 
 template <typename T, int kHeadDim, bool kQuantised>
-fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, cudaStream_t stream,
-                                  fmha_msg msg) {
+fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised>;
   const auto kernel = kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>;
   // Raising the shared-memory limit is per device and kernel; doing it once
@@ -24,22 +23,17 @@ fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int de
   static std::atomic<uint64_t> configured{0};
   const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
-    FMHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::kSmemBytes),
-                    msg);
-    // Several CTAs per SM need the largest shared-memory carveout.
-    FMHA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         cudaSharedmemCarveoutMaxShared),
-                    msg);
+    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, Tile::kSmemBytes), msg);
     configured.fetch_or(device_bit, std::memory_order_release);
   }
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
-  FMHA_CUDA_CHECK_LAUNCH("splitk_forward_kernel", msg);
+  FMHA_GPU_CHECK_LAUNCH("splitk_forward_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }
 
 template <typename T, bool kQuantised>
-fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                           cudaStream_t stream, fmha_msg msg) {
+fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device, Stream stream,
+                           fmha_msg msg) {
   switch (head_dim_bucket) {
     case 64:
       return launch_forward_bucket<T, 64, kQuantised>(params, grid, device, stream, msg);
@@ -53,7 +47,7 @@ fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim
       break;
     case 576:
       // MLA (V_FROM_K): bf16 latents only (plan_forward refuses the rest).
-      if constexpr (!kQuantised && std::is_same_v<T, __nv_bfloat16>)
+      if constexpr (!kQuantised && std::is_same_v<T, bf16_t>)
         return launch_forward_bucket<T, 576, false>(params, grid, device, stream, msg);
       break;
     default:
@@ -63,6 +57,6 @@ fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim
   return FMHA_STATUS_INTERNAL_ERROR;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_FORWARD_LAUNCH_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_FORWARD_LAUNCH_CUH_

@@ -1,18 +1,17 @@
 // The device-side scheduling pass of the BALANCED schedule: it reads the
 // run's lengths on the device and writes the work partition there, so that
 // a captured graph stays right when the lengths change between replays.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_SCHEDULE_DEVICE_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_SCHEDULE_DEVICE_CUH_
-
-#include <cuda_runtime.h>
+#ifndef FMHA_SPLITK_BACKENDS_GPU_SCHEDULE_DEVICE_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_SCHEDULE_DEVICE_CUH_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cuda/kernels/forward_params.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/vendor.h"
 #include "core/backend_api.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 
 // Scheduling metadata in the workspace at plan.ws_meta_offset: a
 // ScheduleMeta header, the pieces, then range_first[num_ranges + 1].
@@ -35,9 +34,9 @@ constexpr ScheduleLayout schedule_layout(int64_t max_pieces, int64_t num_ranges)
 // range its first piece (a piece belongs to the range holding its first
 // key; an empty sequence's piece to the range at its position).
 fmha_status launch_balanced_schedule(const SeqLayout &seq, int32_t num_ranges, int32_t min_piece_keys,
-                                     ScheduleMeta *meta, Piece *pieces, int32_t *range_first, cudaStream_t stream,
+                                     ScheduleMeta *meta, Piece *pieces, int32_t *range_first, Stream stream,
                                      fmha_msg msg);
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_SCHEDULE_DEVICE_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_SCHEDULE_DEVICE_CUH_

@@ -6,15 +6,15 @@
 // Shared-memory tile: kBlockN rows of kHeadDim elements; the 16-byte chunk c
 // of row r lives at chunk c ^ (r % 8) of its row, so that the 8 rows one
 // ldmatrix reads (same logical chunk) fall in 8 different bank groups.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_KV_TILE_LOADER_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_KERNELS_KV_TILE_LOADER_CUH_
 
 #include <cstdint>
 
-#include "backends/cuda/kernels/forward_params.cuh"
-#include "backends/cuda/kernels/ptx.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/vendor/cuda_tile.cuh"
 
-namespace fmha::cuda::kernels {
+namespace fmha::gpu::kernels {
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile whose
 // rows are kRowBytes long (at least 8 chunks).
@@ -184,6 +184,6 @@ class KvTileLoader {
   const T *v_key0_ = nullptr;
 };
 
-}  // namespace fmha::cuda::kernels
+}  // namespace fmha::gpu::kernels
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_KV_TILE_LOADER_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_KERNELS_KV_TILE_LOADER_CUH_

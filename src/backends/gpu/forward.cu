@@ -12,11 +12,6 @@
 //     items exit;
 //  3. when some sequence is split: the combine kernel merges its partial
 //     slots into O / LSE and adds the sinks.
-#include "backends/cuda/forward.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -24,14 +19,15 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/forward_kernels.cuh"
-#include "backends/cuda/kernels/splitk_forward.cuh"
-#include "backends/cuda/metadata_check.cuh"
-#include "backends/cuda/schedule_device.cuh"
+#include "backends/gpu/forward.h"
+#include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/kernels/splitk_forward.cuh"
+#include "backends/gpu/metadata_check.cuh"
+#include "backends/gpu/schedule_device.cuh"
+#include "backends/gpu/status.h"
 #include "core/schedule.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 namespace {
 
 constexpr size_t kWorkspaceAlignment = 256;
@@ -110,12 +106,15 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const bool quantised = problem.kv_quant != FMHA_KV_QUANT_NONE;
   const bool mla = (problem.flags & FMHA_FLAG_V_FROM_K) != 0;
   if (mla && !(problem.head_dim_qk == 576 && problem.head_dim_v == 512)) {
-    write_msg(msg, "the CUDA backend reads V from K (FMHA_FLAG_V_FROM_K) only for MLA's head_dim_qk 576 / head_dim_v 512, not %d / %d",
+    write_msg(msg,
+              "the CUDA backend reads V from K (FMHA_FLAG_V_FROM_K) only for MLA's head_dim_qk 576 / head_dim_v 512, "
+              "not %d / %d",
               problem.head_dim_qk, problem.head_dim_v);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (mla && (quantised || problem.q_dtype != FMHA_DTYPE_BF16)) {
-    write_msg(msg, "the CUDA backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
+    write_msg(msg,
+              "the CUDA backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
               dtype_name(problem.q_dtype), quantised ? kv_quant_name(problem.kv_quant) : dtype_name(problem.kv_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
@@ -152,12 +151,13 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const int device_id = plan->device.device_id;
   int smem_optin = device_id >= 0 && device_id < 64 ? smem_optin_cache[device_id].load(std::memory_order_relaxed) : 0;
   if (smem_optin == 0) {
-    FMHA_CUDA_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_id), msg);
+    FMHA_GPU_CHECK(max_shared_memory_per_block(device_id, &smem_optin), msg);
     if (device_id >= 0 && device_id < 64) smem_optin_cache[device_id].store(smem_optin, std::memory_order_relaxed);
   }
   const ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
   if (tile.smem_bytes > smem_optin) {
-    write_msg(msg, "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
+    write_msg(msg,
+              "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
               bucket, tile.smem_bytes, plan->device.device_id, smem_optin);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
@@ -238,8 +238,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views, cudaStream_t stream,
-                        fmha_msg msg) {
+fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views, Stream stream, fmha_msg msg) {
   ForwardPlan config;
   std::memcpy(&config, plan.backend_private, sizeof(config));
   const fmha_splitk_problem &problem = plan.problem;
@@ -279,9 +278,8 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   seq.batch = static_cast<int32_t>(problem.batch);
   seq.max_kv_seqlen = static_cast<int32_t>(problem.max_kv_seqlen);
   seq.max_q_seqlen = static_cast<int32_t>(problem.max_q_seqlen);
-  seq.page_size_log2 = problem.kv_layout == FMHA_KV_PAGED || problem.kv_layout == FMHA_KV_RAGGED
-                           ? log2_exact(problem.page_size)
-                           : 0;
+  seq.page_size_log2 =
+      problem.kv_layout == FMHA_KV_PAGED || problem.kv_layout == FMHA_KV_RAGGED ? log2_exact(problem.page_size) : 0;
   seq.kv_seqlen = static_cast<const int32_t *>(views.kv_seqlen.data);
   seq.kv_seqlen_stride = views.kv_seqlen.stride[0];
   seq.kv_seqstart = static_cast<const int32_t *>(views.kv_seqstart.data);
@@ -418,8 +416,9 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const int bucket = config.head_dim_bucket;
   fmha_status st;
   if (quantised)
-    st = problem.q_dtype == FMHA_DTYPE_BF16 ? launch_splitk_forward_quant_bf16(params, bucket, grid, device, stream, msg)
-                                            : launch_splitk_forward_quant_f16(params, bucket, grid, device, stream, msg);
+    st = problem.q_dtype == FMHA_DTYPE_BF16
+             ? launch_splitk_forward_quant_bf16(params, bucket, grid, device, stream, msg)
+             : launch_splitk_forward_quant_f16(params, bucket, grid, device, stream, msg);
   else
     st = problem.q_dtype == FMHA_DTYPE_F16 ? launch_splitk_forward_f16(params, bucket, grid, device, stream, msg)
                                            : launch_splitk_forward_bf16(params, bucket, grid, device, stream, msg);
@@ -453,10 +452,10 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised) {
   // bf16 P is split in two (one more P tile); quantised bf16 Q in two.
   if (!quantised)
-    return q_dtype == FMHA_DTYPE_BF16 ? tile_info<__nv_bfloat16, false>(head_dim_bucket)
-                                      : tile_info<__half, false>(head_dim_bucket);
-  return q_dtype == FMHA_DTYPE_BF16 ? tile_info<__nv_bfloat16, true>(head_dim_bucket)
-                                    : tile_info<__half, true>(head_dim_bucket);
+    return q_dtype == FMHA_DTYPE_BF16 ? tile_info<bf16_t, false>(head_dim_bucket)
+                                      : tile_info<half_t, false>(head_dim_bucket);
+  return q_dtype == FMHA_DTYPE_BF16 ? tile_info<bf16_t, true>(head_dim_bucket)
+                                    : tile_info<half_t, true>(head_dim_bucket);
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu

@@ -1,15 +1,15 @@
 // Thin wrappers over the PTX instructions the attention kernels are built
 // from (sm_80 and later): 16- and 4-byte cp.async with zero fill, ldmatrix, the
 // m16n8k16 tensor-core MMA with fp32 accumulation, and ex2.approx.
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_PTX_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_PTX_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_TILE_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_TILE_CUH_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
-namespace fmha::cuda::kernels {
+namespace fmha::gpu::kernels {
 
 __device__ __forceinline__ uint32_t smem_address(const void *pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
@@ -113,6 +113,6 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
   return *reinterpret_cast<const uint32_t *>(&h);
 }
 
-}  // namespace fmha::cuda::kernels
+}  // namespace fmha::gpu::kernels
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_PTX_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_TILE_CUH_

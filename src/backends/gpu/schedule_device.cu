@@ -5,15 +5,14 @@
 // there and its pieces take consecutive partial slots. A piece belongs to
 // the range holding its first key: every range has range_len keys (the
 // last one at most), which the forward kernel turns into equal CTAs.
+#include <cstdint>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
-#include <cstdint>
+#include "backends/gpu/schedule_device.cuh"
+#include "backends/gpu/status.h"
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/schedule_device.cuh"
-
-namespace fmha::cuda {
+namespace fmha::gpu {
 namespace {
 
 constexpr int kScheduleThreads = 512;
@@ -52,8 +51,8 @@ __global__ void __launch_bounds__(kScheduleThreads)
   ranges = ranges < 1 ? 1 : (ranges > num_ranges ? num_ranges : ranges);
   const int64_t range_len = ranges > 1 ? (total_keys + ranges - 1) / ranges : 0;
 
-  int64_t keys_before = 0;        // keys of the sequences of earlier rounds
-  int64_t counts_before = 0;      // packed pieces / slots of earlier rounds
+  int64_t keys_before = 0;         // keys of the sequences of earlier rounds
+  int64_t counts_before = 0;       // packed pieces / slots of earlier rounds
   int64_t last_range_before = -1;  // range of the last piece of earlier rounds
   for (int32_t base = 0; base < seq.batch; base += kScheduleThreads) {
     const int32_t b = base + tid;
@@ -89,11 +88,11 @@ __global__ void __launch_bounds__(kScheduleThreads)
       int64_t boundary = range_len > 0 ? (seq_start / range_len + 1) * range_len : 0;
       for (int64_t k = 0; k <= cuts; ++k, boundary += range_len) {
         const int64_t end = k < cuts ? boundary : seq_start + len;
-        pieces[first_piece + k] =
-            Piece{b, static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(end - seq_start),
-                  cuts == 0 ? -1 : first_slot + static_cast<int32_t>(k)};
+        pieces[first_piece + k] = Piece{b, static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(end - seq_start),
+                                        cuts == 0 ? -1 : first_slot + static_cast<int32_t>(k)};
         // Ranges (prev_range, first_range + k] start at this piece.
-        for (int64_t r = prev_range + 1; r <= first_range + k; ++r) range_first[r] = static_cast<int32_t>(first_piece + k);
+        for (int64_t r = prev_range + 1; r <= first_range + k; ++r)
+          range_first[r] = static_cast<int32_t>(first_piece + k);
         prev_range = first_range + k;
         cut = end;
       }
@@ -113,12 +112,12 @@ __global__ void __launch_bounds__(kScheduleThreads)
 }  // namespace
 
 fmha_status launch_balanced_schedule(const SeqLayout &seq, int32_t num_ranges, int32_t min_piece_keys,
-                                     ScheduleMeta *meta, Piece *pieces, int32_t *range_first, cudaStream_t stream,
+                                     ScheduleMeta *meta, Piece *pieces, int32_t *range_first, Stream stream,
                                      fmha_msg msg) {
   balanced_schedule_kernel<<<1, kScheduleThreads, 0, stream>>>(seq, num_ranges, min_piece_keys, meta, pieces,
                                                                range_first);
-  FMHA_CUDA_CHECK_LAUNCH("balanced_schedule_kernel", msg);
+  FMHA_GPU_CHECK_LAUNCH("balanced_schedule_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu

@@ -16,8 +16,8 @@
 // same chunk of its rows every tile (no index arithmetic per element), two
 // values per fp16 instruction, and load() finds each staged row's address
 // once (not once per 4-byte copy).
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_KERNELS_QUANT_TILE_LOADER_CUH_
-#define FMHA_SPLITK_BACKENDS_CUDA_KERNELS_QUANT_TILE_LOADER_CUH_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_TILE_LOADER_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_TILE_LOADER_CUH_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,11 +25,11 @@
 
 #include <cstdint>
 
-#include "backends/cuda/kernels/forward_params.cuh"
-#include "backends/cuda/kernels/kv_tile_loader.cuh"
-#include "backends/cuda/kernels/ptx.cuh"
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/kernels/kv_tile_loader.cuh"
+#include "backends/gpu/vendor/cuda_tile.cuh"
 
-namespace fmha::cuda::kernels {
+namespace fmha::gpu::kernels {
 
 // The value of fp8 code `code` (low 8 bits). Placing the 7 magnitude bits
 // at fp16's exponent and mantissa positions gives the value times 2^(bias
@@ -308,6 +308,6 @@ class QuantKvTileLoader {
   int64_t outer_ = 0;
 };
 
-}  // namespace fmha::cuda::kernels
+}  // namespace fmha::gpu::kernels
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_KERNELS_QUANT_TILE_LOADER_CUH_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_TILE_LOADER_CUH_

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <limits>
 
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/metadata_check.cuh"
+#include "backends/gpu/metadata_check.cuh"
+#include "backends/gpu/status.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 namespace {
 
 constexpr int kCheckWarps = 8;
@@ -40,8 +40,8 @@ __device__ __forceinline__ int64_t load(const int32_t *base, int64_t stride, int
 // is not a page id, as (index, value); index kNoPage when all are. Uniform
 // across the warp.
 template <class Entry>
-__device__ __forceinline__ bool first_bad_page(int64_t first, int64_t last, int64_t num_pages, int lane,
-                                               Entry entry, int64_t *index, int64_t *value) {
+__device__ __forceinline__ bool first_bad_page(int64_t first, int64_t last, int64_t num_pages, int lane, Entry entry,
+                                               int64_t *index, int64_t *value) {
   uint32_t bad = kNoPage;
   for (int64_t i = first + lane; i <= last; i += 32) {
     const int64_t page = entry(i);
@@ -187,8 +187,8 @@ void describe(const ViolationRecord &r, const fmha_plan_data &plan, fmha_msg msg
                     b, value, limit, limit);
       break;
     case ViolationKind::kKvSeqlenBound:
-      std::snprintf(what, sizeof what, "kv_seqlen[%d] = %lld exceeds max_kv_seqlen = %lld (the plan's bound)", b,
-                    value, limit);
+      std::snprintf(what, sizeof what, "kv_seqlen[%d] = %lld exceeds max_kv_seqlen = %lld (the plan's bound)", b, value,
+                    limit);
       break;
     case ViolationKind::kKvSeqstartNegative:
       std::snprintf(what, sizeof what, "kv_seqstart[%d] = %lld is negative", b, value);
@@ -202,8 +202,7 @@ void describe(const ViolationRecord &r, const fmha_plan_data &plan, fmha_msg msg
       std::snprintf(what, sizeof what,
                     "kv_seqstart[%d] = %lld and kv_seqlen[%d] = %lld reach key %lld, past the %lld keys of its "
                     "block_table row (%lld columns of page_size %d)",
-                    b, other, b, value - other, value, limit, limit / plan.problem.page_size,
-                    plan.problem.page_size);
+                    b, other, b, value - other, value, limit, limit / plan.problem.page_size, plan.problem.page_size);
       break;
     case ViolationKind::kBlockTable:
       std::snprintf(what, sizeof what, "block_table[%d][%lld] = %lld is not a page id (k has %lld pages)", b, index,
@@ -213,21 +212,20 @@ void describe(const ViolationRecord &r, const fmha_plan_data &plan, fmha_msg msg
       std::snprintf(what, sizeof what, "kv_indptr[%lld] = %lld is negative", index, value);
       break;
     case ViolationKind::kIndptrMonotonic:
-      std::snprintf(what, sizeof what, "kv_indptr[%lld] = %lld < kv_indptr[%lld] = %lld (not monotonic)", index,
-                    value, index - 1, limit);
+      std::snprintf(what, sizeof what, "kv_indptr[%lld] = %lld < kv_indptr[%lld] = %lld (not monotonic)", index, value,
+                    index - 1, limit);
       break;
     case ViolationKind::kIndptrRange:
       std::snprintf(what, sizeof what, "kv_indptr[%lld] = %lld exceeds the %lld entries of kv_indices", index, value,
                     limit);
       break;
     case ViolationKind::kLastPageLen:
-      std::snprintf(what, sizeof what, "kv_last_page_len[%d] = %lld is outside [0, page_size = %lld]", b, value,
-                    limit);
+      std::snprintf(what, sizeof what, "kv_last_page_len[%d] = %lld is outside [0, page_size = %lld]", b, value, limit);
       break;
     case ViolationKind::kRaggedCapacity:
       std::snprintf(what, sizeof what,
-                    "sequence %d has %lld keys (kv_indptr, kv_last_page_len), more than max_kv_seqlen = %lld", b,
-                    value, limit);
+                    "sequence %d has %lld keys (kv_indptr, kv_last_page_len), more than max_kv_seqlen = %lld", b, value,
+                    limit);
       break;
     case ViolationKind::kKvIndices:
       std::snprintf(what, sizeof what, "kv_indices[%lld] = %lld (sequence %d) is not a page id (k has %lld pages)",
@@ -241,8 +239,8 @@ void describe(const ViolationRecord &r, const fmha_plan_data &plan, fmha_msg msg
                     value, index - 1, limit);
       break;
     case ViolationKind::kQSeqstartRange:
-      std::snprintf(what, sizeof what, "q_seqstart[%lld] = %lld exceeds total_q = %lld (the rows of q)", index,
-                    value, limit);
+      std::snprintf(what, sizeof what, "q_seqstart[%lld] = %lld exceeds total_q = %lld (the rows of q)", index, value,
+                    limit);
       break;
     case ViolationKind::kQCount:
       std::snprintf(what, sizeof what, "sequence %d has %lld queries (q_seqstart), more than max_q_seqlen = %lld", b,
@@ -260,34 +258,34 @@ void describe(const ViolationRecord &r, const fmha_plan_data &plan, fmha_msg msg
 
 }  // namespace
 
-fmha_status launch_metadata_check(const SeqLayout &seq, const MetadataLimits &limits, uint8_t *region,
-                                  cudaStream_t stream, fmha_msg msg) {
+fmha_status launch_metadata_check(const SeqLayout &seq, const MetadataLimits &limits, uint8_t *region, Stream stream,
+                                  fmha_msg msg) {
   const int64_t batch = seq.batch;
-  FMHA_CUDA_CHECK(cudaMemsetAsync(region, 0, checked_region_bytes(batch), stream), msg);
+  FMHA_GPU_CHECK(memset_async(region, 0, checked_region_bytes(batch), stream), msg);
   if (batch == 0) return FMHA_STATUS_SUCCESS;
   int64_t blocks = (batch + kCheckWarps - 1) / kCheckWarps;
   if (blocks > kMaxCheckBlocks) blocks = kMaxCheckBlocks;
   metadata_check_kernel<<<static_cast<unsigned>(blocks), kCheckThreads, 0, stream>>>(
       seq, limits, reinterpret_cast<CheckedHeader *>(region), region + sizeof(CheckedHeader));
-  FMHA_CUDA_CHECK_LAUNCH("metadata_check_kernel", msg);
+  FMHA_GPU_CHECK_LAUNCH("metadata_check_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status read_check_status(const fmha_plan_data &plan, void *workspace, cudaStream_t stream, fmha_msg msg) {
+fmha_status read_check_status(const fmha_plan_data &plan, void *workspace, Stream stream, fmha_msg msg) {
   if (!(plan.problem.flags & FMHA_FLAG_CHECKED) || plan.workspace_size < checked_region_bytes(plan.problem.batch))
     return FMHA_STATUS_SUCCESS;
   auto *header = reinterpret_cast<CheckedHeader *>(static_cast<uint8_t *>(workspace) + checked_region_offset(plan));
   ViolationRecord record{};
   // The copy follows the run on its stream; the wait makes both done.
-  FMHA_CUDA_CHECK(cudaMemcpyAsync(&record, &header->record, sizeof(record), cudaMemcpyDeviceToHost, stream), msg);
-  FMHA_CUDA_CHECK(cudaStreamSynchronize(stream), msg);
+  FMHA_GPU_CHECK(copy_to_host_async(&record, &header->record, sizeof(record), stream), msg);
+  FMHA_GPU_CHECK(stream_synchronize(stream), msg);
   if (record.status != kViolationRecorded) return FMHA_STATUS_SUCCESS;
   // Cleared before returning, so that a run on another stream cannot meet
   // the old record still being erased.
-  FMHA_CUDA_CHECK(cudaMemsetAsync(&header->record, 0, sizeof(ViolationRecord), stream), msg);
-  FMHA_CUDA_CHECK(cudaStreamSynchronize(stream), msg);
+  FMHA_GPU_CHECK(memset_async(&header->record, 0, sizeof(ViolationRecord), stream), msg);
+  FMHA_GPU_CHECK(stream_synchronize(stream), msg);
   describe(record, plan, msg);
   return FMHA_STATUS_INVALID_ARGUMENT;
 }
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu

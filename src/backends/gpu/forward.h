@@ -1,12 +1,11 @@
 // Entry point of the CUDA split-K forward path (kernels in forward*.cu).
-#ifndef FMHA_SPLITK_BACKENDS_CUDA_FORWARD_H_
-#define FMHA_SPLITK_BACKENDS_CUDA_FORWARD_H_
+#ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_H_
+#define FMHA_SPLITK_BACKENDS_GPU_FORWARD_H_
 
-#include <cuda_runtime.h>
-
+#include "backends/gpu/vendor.h"
 #include "core/backend_api.h"
 
-namespace fmha::cuda {
+namespace fmha::gpu {
 
 // Plan-time: choose the forward kernel configuration for plan->problem on
 // plan->device, store it in plan->backend_private / kernel_name, and grow
@@ -17,9 +16,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg);
 // Run-time: launches the scheduling pass (if any), the split-K forward
 // kernel and the merge of split partials on `stream`. No allocation, no
 // host synchronisation (graph capturable).
-fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views, cudaStream_t stream,
-                        fmha_msg msg);
+fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views, Stream stream, fmha_msg msg);
 
-}  // namespace fmha::cuda
+}  // namespace fmha::gpu
 
-#endif  // FMHA_SPLITK_BACKENDS_CUDA_FORWARD_H_
+#endif  // FMHA_SPLITK_BACKENDS_GPU_FORWARD_H_
