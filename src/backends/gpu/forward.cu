@@ -1,4 +1,4 @@
-// Plan and launch of the CUDA split-K forward path: which kernel, which
+// Plan and launch of the GPU (CUDA and HIP) split-K forward path: which kernel, which
 // grid, which passes. Every launch heuristic of the forward path is here.
 //
 // A run is up to three kernels on the caller's stream:
@@ -107,41 +107,44 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const bool mla = (problem.flags & FMHA_FLAG_V_FROM_K) != 0;
   if (mla && !(problem.head_dim_qk == 576 && problem.head_dim_v == 512)) {
     write_msg(msg,
-              "the CUDA backend reads V from K (FMHA_FLAG_V_FROM_K) only for MLA's head_dim_qk 576 / head_dim_v 512, "
+              "the " FMHA_GPU_BACKEND_NAME
+              " backend reads V from K (FMHA_FLAG_V_FROM_K) only for MLA's head_dim_qk 576 / head_dim_v 512, "
               "not %d / %d",
               problem.head_dim_qk, problem.head_dim_v);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (mla && (quantised || problem.q_dtype != FMHA_DTYPE_BF16)) {
     write_msg(msg,
-              "the CUDA backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
+              "the " FMHA_GPU_BACKEND_NAME
+              " backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
               dtype_name(problem.q_dtype), quantised ? kv_quant_name(problem.kv_quant) : dtype_name(problem.kv_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   // fp8 Q (FMHA_FLAG_FP8_QK) comes with fp8 K/V (the core checks).
   if (problem.q_dtype != FMHA_DTYPE_F16 && problem.q_dtype != FMHA_DTYPE_BF16 &&
       !(problem.q_dtype == FMHA_DTYPE_FP8 && quantised)) {
-    write_msg(msg, "the CUDA backend needs Q in f16 or bf16, not %s", dtype_name(problem.q_dtype));
+    write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend needs Q in f16 or bf16, not %s", dtype_name(problem.q_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (!quantised && problem.kv_dtype != problem.q_dtype) {
-    write_msg(msg, "the CUDA backend needs K/V in Q's dtype (q_dtype %s, kv_dtype %s)", dtype_name(problem.q_dtype),
-              dtype_name(problem.kv_dtype));
+    write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend needs K/V in Q's dtype (q_dtype %s, kv_dtype %s)",
+              dtype_name(problem.q_dtype), dtype_name(problem.kv_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (problem.o_dtype != FMHA_DTYPE_F16 && problem.o_dtype != FMHA_DTYPE_BF16 && problem.o_dtype != FMHA_DTYPE_F32) {
-    write_msg(msg, "the CUDA backend writes O in f16, bf16 or f32, not %s", dtype_name(problem.o_dtype));
+    write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend writes O in f16, bf16 or f32, not %s",
+              dtype_name(problem.o_dtype));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   const int bucket = mla ? 576 : forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
   if (quantised && bucket > 256) {
-    write_msg(msg, "the CUDA backend reads %s K/V for head dims up to 256, not head_dim_qk %d",
+    write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend reads %s K/V for head dims up to 256, not head_dim_qk %d",
               kv_quant_name(problem.kv_quant), problem.head_dim_qk);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   if (bucket == 0) {
-    write_msg(msg, "the CUDA backend has no kernel for head_dim_qk %d / head_dim_v %d", problem.head_dim_qk,
-              problem.head_dim_v);
+    write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend has no kernel for head_dim_qk %d / head_dim_v %d",
+              problem.head_dim_qk, problem.head_dim_v);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
 
@@ -157,7 +160,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg,
-              "the CUDA forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
+              "the " FMHA_GPU_BACKEND_NAME
+              " forward kernel for head dim %d needs %d bytes of shared memory per block; device %d offers %d",
               bucket, tile.smem_bytes, plan->device.device_id, smem_optin);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
@@ -169,7 +173,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const int64_t heads = static_cast<int64_t>(problem.groups) * problem.heads_kv;
   if (rows > std::numeric_limits<int32_t>::max() || max_pieces * row_tiles * heads > kMaxGridX) {
     write_msg(msg,
-              "the CUDA forward grid is too large: %lld pieces x %lld row tiles (max_q_seqlen %lld x %lld heads per "
+              "the " FMHA_GPU_BACKEND_NAME
+              " forward grid is too large: %lld pieces x %lld row tiles (max_q_seqlen %lld x %lld heads per "
               "K/V head) x %lld K/V heads must stay below 2^31",
               static_cast<long long>(max_pieces), static_cast<long long>(row_tiles),
               static_cast<long long>(problem.max_q_seqlen), static_cast<long long>(heads_per_kv),
@@ -265,8 +270,9 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
                             {write_partials ? "o_partial" : "o", write_partials ? views.o_partial : views.o, 16}};
   for (const auto &tensor : rows_checked) {
     if (!rows_aligned(tensor.view, tensor.view.ndim - 1, tensor.alignment)) {
-      write_msg(msg, "%s: the CUDA backend needs every row (data pointer and strides) %d-byte aligned", tensor.name,
-                tensor.alignment);
+      write_msg(msg,
+                "%s: the " FMHA_GPU_BACKEND_NAME " backend needs every row (data pointer and strides) %d-byte aligned",
+                tensor.name, tensor.alignment);
       return FMHA_STATUS_INVALID_ARGUMENT;
     }
   }

@@ -19,7 +19,7 @@ namespace {
 constexpr int kCombineWarps = 4;
 
 __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
-    split_combine_kernel(const __grid_constant__ ForwardParams p) {
+    split_combine_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   int32_t batch = 0;
   int32_t first_slot = 0;
   const int32_t slots = split_slots(p.work, p.seq, static_cast<int32_t>(blockIdx.x), &batch, &first_slot);

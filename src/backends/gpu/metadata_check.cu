@@ -14,7 +14,7 @@ namespace fmha::gpu {
 namespace {
 
 constexpr int kCheckWarps = 8;
-constexpr int kCheckThreads = kCheckWarps * 32;
+constexpr int kCheckThreads = kCheckWarps * kWarpSize;
 // Enough blocks to cover a large batch in a few passes; the warps loop.
 constexpr int64_t kMaxCheckBlocks = 1024;
 constexpr uint32_t kNoPage = 0xffffffffu;
@@ -36,21 +36,21 @@ __device__ __forceinline__ int64_t load(const int32_t *base, int64_t stride, int
   return static_cast<int64_t>(base[i * stride]);
 }
 
-// The first entry of `entries` [first, last] (a lane takes every 32nd) that
+// The first entry of `entries` [first, last] (a lane takes every kWarpSize-th) that
 // is not a page id, as (index, value); index kNoPage when all are. Uniform
 // across the warp.
 template <class Entry>
 __device__ __forceinline__ bool first_bad_page(int64_t first, int64_t last, int64_t num_pages, int lane, Entry entry,
                                                int64_t *index, int64_t *value) {
   uint32_t bad = kNoPage;
-  for (int64_t i = first + lane; i <= last; i += 32) {
+  for (int64_t i = first + lane; i <= last; i += kWarpSize) {
     const int64_t page = entry(i);
     if (page < 0 || page >= num_pages) {
       bad = static_cast<uint32_t>(i - first);
       break;  // later entries of this lane come after it
     }
   }
-  bad = __reduce_min_sync(0xffffffffu, bad);
+  bad = warp_min(bad);
   if (bad == kNoPage) return false;
   *index = first + bad;
   *value = entry(first + bad);
@@ -132,10 +132,10 @@ __device__ Violation check_sequence(const SeqLayout &s, const MetadataLimits &m,
 }
 
 __global__ void __launch_bounds__(kCheckThreads)
-    metadata_check_kernel(const __grid_constant__ SeqLayout seq, const __grid_constant__ MetadataLimits limits,
-                          CheckedHeader *header, uint8_t *seq_bad) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
+    metadata_check_kernel(const FMHA_GPU_GRID_CONSTANT SeqLayout seq,
+                          const FMHA_GPU_GRID_CONSTANT MetadataLimits limits, CheckedHeader *header, uint8_t *seq_bad) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   for (int64_t b = static_cast<int64_t>(blockIdx.x) * kCheckWarps + warp; b < seq.batch;
        b += static_cast<int64_t>(gridDim.x) * kCheckWarps) {
     const Violation v = check_sequence(seq, limits, static_cast<int32_t>(b), lane);

@@ -6,11 +6,10 @@
 // the range holding its first key: every range has range_len keys (the
 // last one at most), which the forward kernel turns into equal CTAs.
 #include <cstdint>
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
 
 #include "backends/gpu/schedule_device.cuh"
 #include "backends/gpu/status.h"
+#include "backends/gpu/vendor/block.cuh"
 
 namespace fmha::gpu {
 namespace {
@@ -27,20 +26,16 @@ struct MaxOp {
 };
 
 __global__ void __launch_bounds__(kScheduleThreads)
-    balanced_schedule_kernel(const __grid_constant__ SeqLayout seq, int32_t num_ranges, int32_t min_piece_keys,
+    balanced_schedule_kernel(const FMHA_GPU_GRID_CONSTANT SeqLayout seq, int32_t num_ranges, int32_t min_piece_keys,
                              ScheduleMeta *meta, Piece *pieces, int32_t *range_first) {
-  using Reduce = cub::BlockReduce<int64_t, kScheduleThreads>;
-  using Scan = cub::BlockScan<int64_t, kScheduleThreads>;
-  __shared__ union {
-    typename Reduce::TempStorage reduce;
-    typename Scan::TempStorage scan;
-  } temp;
+  using Block = BlockInt64<kScheduleThreads>;
+  __shared__ typename Block::TempStorage temp;
   __shared__ int64_t shared_total;
   const int tid = static_cast<int>(threadIdx.x);
 
   int64_t keys = 0;
   for (int32_t b = tid; b < seq.batch; b += kScheduleThreads) keys += kv_length(seq, b);
-  const int64_t block_total = Reduce(temp.reduce).Sum(keys);
+  const int64_t block_total = Block(temp).Sum(keys);
   if (tid == 0) shared_total = block_total;
   __syncthreads();
   const int64_t total_keys = shared_total;
@@ -60,7 +55,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
     const int64_t len = active ? kv_length(seq, b) : 0;
     int64_t seq_start;
     int64_t round_keys;
-    Scan(temp.scan).ExclusiveSum(len, seq_start, round_keys);
+    Block(temp).ExclusiveSum(len, seq_start, round_keys);
     __syncthreads();
     seq_start += keys_before;
     // Cuts strictly inside the sequence: multiples of range_len in
@@ -69,7 +64,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
     const int64_t own_counts = active ? pack_counts(cuts + 1, cuts > 0 ? cuts + 1 : 0) : 0;
     int64_t counts;
     int64_t round_counts;
-    Scan(temp.scan).ExclusiveSum(own_counts, counts, round_counts);
+    Block(temp).ExclusiveSum(own_counts, counts, round_counts);
     __syncthreads();
     counts += counts_before;
     // Range of the first piece; its k-th piece starts at the k-th cut, in
@@ -77,8 +72,8 @@ __global__ void __launch_bounds__(kScheduleThreads)
     const int64_t first_range = range_len > 0 ? min(seq_start / range_len, ranges - 1) : 0;
     int64_t prev_range;  // range of the piece before this sequence's first
     int64_t round_last_range;
-    Scan(temp.scan).ExclusiveScan(active ? first_range + cuts : -1, prev_range, last_range_before, MaxOp(),
-                                  round_last_range);
+    Block(temp).ExclusiveScan(active ? first_range + cuts : -1, prev_range, last_range_before, MaxOp(),
+                              round_last_range);
     __syncthreads();
 
     if (active) {

@@ -23,6 +23,10 @@
 //   kWarpSize                       32 (NVIDIA warp) / 64 (CDNA wavefront)
 //   LaneGroup(lanes).sum(x)         deterministic sum over an aligned group
 //                                   of lanes of one warp / wavefront
+//   warp_min(x)                     uint32 minimum over the warp / wavefront
+//   FMHA_GPU_BACKEND_NAME           "CUDA" / "HIP" (a literal, for messages)
+// Block-wide reductions and scans are in vendor/block.cuh, the forward
+// kernel's MMAs and copies in vendor/tile.cuh.
 // The types, conversions and lanes exist only in device compiles (nvcc,
 // HIP clang); host-only sources get the runtime part.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_VENDOR_H_

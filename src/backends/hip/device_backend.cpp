@@ -5,9 +5,10 @@
 // Device ids are HIP ordinals. The entries every GPU backend shares (device
 // scoping, merges, memory) are those of backends/gpu/entry_points.h.
 //
-// What runs today: the merge and the merge backward (the shared kernels of
-// backends/gpu/merge.cu). The split-K forward is not ported yet: plan()
-// refuses every problem with NOT_SUPPORTED.
+// Everything runs the shared GPU code (backends/gpu): the split-K forward
+// (kernels through the vendor layer, backends/gpu/vendor/hip_tile.cuh),
+// its scheduling pass and combine, checked mode, the merges, autotuning's
+// timing. None of it has run on an AMD GPU (docs/amd.md).
 #include <hip/hip_runtime.h>
 
 #include <cstdint>
@@ -48,7 +49,7 @@ bool arch_is_built(const char *arch) {
   return false;
 }
 
-fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+fmha_status read_device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
   int compute_units = 0, memory_clock_khz = 0, bus_width_bits = 0;
   FMHA_GPU_CHECK(hipDeviceGetAttribute(&compute_units, hipDeviceAttributeMultiprocessorCount, device_id), msg);
   FMHA_GPU_CHECK(hipDeviceGetAttribute(&memory_clock_khz, hipDeviceAttributeMemoryClockRate, device_id), msg);
@@ -75,20 +76,21 @@ fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg
   return FMHA_STATUS_SUCCESS;
 }
 
-fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
-  write_msg(msg,
-            "hip: HIP forward kernels not yet ported (device %d, %s): this build of the HIP backend runs "
-            "fmha_merge and fmha_merge_backward only; use the CPU backend for the forward pass "
-            "(problem.backend = FMHA_BACKEND_CPU or FMHA_SPLITK_BACKEND=cpu)",
-            plan_data->device.device_id, plan_data->device.name);
-  return FMHA_STATUS_NOT_SUPPORTED;
+// hipGetDeviceProperties fills every field: read once per device.
+fmha_status device_props(int32_t device_id, fmha_device_props *out, fmha_msg msg) {
+  return fmha::gpu::cached_device_props<read_device_props>(device_id, out, msg);
 }
 
-// Unreachable while plan() refuses every problem; kept so that the table is
-// complete and a bad caller gets a status, not a crash.
-fmha_status run(const fmha_plan_data *, const fmha_run_views *, fmha_msg msg) {
-  write_msg(msg, "hip: HIP forward kernels not yet ported");
-  return FMHA_STATUS_NOT_SUPPORTED;
+fmha_status plan(fmha_plan_data *plan_data, fmha_msg msg) {
+  char arch[64];
+  hipDeviceProp_t properties{};
+  FMHA_GPU_CHECK(device_arch(plan_data->device.device_id, arch, &properties), msg);
+  if (!arch_is_built(arch)) {
+    write_msg(msg, "hip: device %d (%s) is %s; this build has code for %s only (FMHA_SPLITK_HIP_ARCHS)",
+              plan_data->device.device_id, plan_data->device.name, arch, FMHA_SPLITK_HIP_ARCHS);
+    return FMHA_STATUS_NOT_SUPPORTED;
+  }
+  return fmha::gpu::plan_forward(plan_data, msg);
 }
 
 fmha_backend_v1 make_table() {
@@ -100,7 +102,7 @@ fmha_backend_v1 make_table() {
   table.name = "hip";
   table.device_props = device_props;
   table.plan = plan;
-  table.run = run;
+  table.run = fmha::gpu::run_entry;
   table.merge = fmha::gpu::merge_entry;
   table.merge_backward = fmha::gpu::merge_backward_entry;
   table.alloc = fmha::gpu::alloc_entry;
@@ -108,8 +110,9 @@ fmha_backend_v1 make_table() {
   // Nothing to release: the table is static, and resetting devices would
   // destroy the application's own HIP state.
   table.shutdown = nullptr;
-  // No forward kernel yet (plan refuses every problem): nothing to time, so
-  // time_run and copy_to_host stay NULL and autotune answers NOT_SUPPORTED.
+  table.check_status = fmha::gpu::check_status_entry;
+  table.time_run = fmha::gpu::time_run_entry<fmha::gpu::run_entry>;
+  table.copy_to_host = fmha::gpu::copy_to_host_entry;
   return table;
 }
 

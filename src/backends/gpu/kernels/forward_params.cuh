@@ -5,10 +5,9 @@
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_FORWARD_PARAMS_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_FORWARD_PARAMS_CUH_
 
-#include "backends/gpu/vendor.h"
-
 #include <cstdint>
 
+#include "backends/gpu/vendor.h"
 #include "core/backend_api.h"
 #include "core/schedule.h"
 
@@ -139,7 +138,7 @@ struct ForwardParams {
   int32_t fp8_format;
   int32_t kv_scale_kind;
   int32_t kv_scale_granularity;
-  int32_t kv_copy16;  // packed rows and strides 16-byte aligned (else 4-byte copies)
+  int32_t kv_copy16;    // packed rows and strides 16-byte aligned (else 4-byte copies)
   const void *k_scale;  // fp8 scales: [B or pages, rows, G, Hkv], [G, Hkv] or [1]
   int64_t k_scale_stride[4];
   const void *v_scale;
@@ -189,8 +188,8 @@ __device__ __forceinline__ int32_t kv_length(const SeqLayout &s, int32_t b) {
     case FMHA_KV_DENSE:
       return s.max_kv_seqlen;
     case FMHA_KV_RAGGED: {
-      const int64_t pages = static_cast<int64_t>(s.kv_indptr[(b + 1) * s.kv_indptr_stride]) -
-                            s.kv_indptr[b * s.kv_indptr_stride];
+      const int64_t pages =
+          static_cast<int64_t>(s.kv_indptr[(b + 1) * s.kv_indptr_stride]) - s.kv_indptr[b * s.kv_indptr_stride];
       const int64_t page_size = int64_t{1} << s.page_size_log2;
       const int64_t last =
           s.kv_last_page_len != nullptr ? s.kv_last_page_len[b * s.kv_last_page_len_stride] : page_size;
@@ -275,8 +274,8 @@ __device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout 
 // count) of sequence *batch, in piece order; count 0 when the item has
 // nothing to merge (its sequence was written directly, or it is not the
 // first piece of its sequence).
-__device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLayout &s, int32_t index,
-                                               int32_t *batch, int32_t *first) {
+__device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLayout &s, int32_t index, int32_t *batch,
+                                               int32_t *first) {
   if (w.source == PieceSource::kScheduled) {
     const int32_t num_pieces = w.meta->num_pieces;
     if (index >= num_pieces) return 0;

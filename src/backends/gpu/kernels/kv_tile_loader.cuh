@@ -1,28 +1,20 @@
 // Streams K/V tiles of one sequence and one K/V head into shared memory
-// with 16-byte cp.async, for every key layout (dense, padded, gappy, paged,
+// with 16-byte asynchronous copies, for every key layout (dense, padded, gappy, paged,
 // ragged). The forward kernel only calls zero_padding() once and load() per
 // tile, so a loader that dequantises (int4, fp8) can replace this one.
 //
-// Shared-memory tile: kBlockN rows of kHeadDim elements; the 16-byte chunk c
-// of row r lives at chunk c ^ (r % 8) of its row, so that the 8 rows one
-// ldmatrix reads (same logical chunk) fall in 8 different bank groups.
+// Shared-memory tile: kBlockN rows of kHeadDim elements, swizzled
+// (smem_tile.cuh). The copies are the vendor layer's (cp.async on CUDA).
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_KV_TILE_LOADER_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_KV_TILE_LOADER_CUH_
 
 #include <cstdint>
 
 #include "backends/gpu/kernels/forward_params.cuh"
-#include "backends/gpu/vendor/cuda_tile.cuh"
+#include "backends/gpu/kernels/smem_tile.cuh"
+#include "backends/gpu/vendor/tile.cuh"
 
 namespace fmha::gpu::kernels {
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile whose
-// rows are kRowBytes long (at least 8 chunks).
-template <int kRowBytes>
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
-  static_assert(kRowBytes >= 128, "the swizzle permutes groups of 8 chunks");
-  return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
-}
 
 template <typename T, int kHeadDim, int kBlockN, int kThreads>
 class KvTileLoader {
@@ -72,8 +64,8 @@ class KvTileLoader {
   // never loaded, and K's must be 0 (not stale NaN) because Q's zero
   // padding multiplies them. Needs a __syncthreads() before the first read
   // (the pipeline's first wait provides it).
-  __device__ void zero_padding(uint8_t *k_tiles, uint8_t *v_tiles, int stages, int head_dim_qk, int head_dim_v,
-                               int tid, int threads) const {
+  __device__ void zero_padding(uint8_t *k_tiles, uint8_t *v_tiles, int stages, int head_dim_qk, int head_dim_v, int tid,
+                               int threads) const {
     const int k_chunks = head_dim_qk / kElemsPerChunk;
     const int v_chunks = head_dim_v / kElemsPerChunk;
     if (k_chunks == kChunksPerRow && v_chunks == kChunksPerRow) return;
@@ -89,7 +81,7 @@ class KvTileLoader {
   // Issues the copies of keys [tile_start, tile_start + kBlockN) into the K
   // and V tiles at shared addresses k_tile / v_tile; keys at or past kv_end
   // are zero-filled without touching memory (nor the block table).
-  __device__ void load(uint32_t k_tile, uint32_t v_tile, int32_t tile_start, int32_t kv_end) const {
+  __device__ void load(SmemAddr k_tile, SmemAddr v_tile, int32_t tile_start, int32_t kv_end) const {
     if constexpr (kFlat) {
       const int64_t outer = seq_.kv_layout == FMHA_KV_GAPPY ? 0 : batch_;
 #pragma unroll 2
@@ -112,9 +104,9 @@ class KvTileLoader {
         }
         const uint32_t offset = swizzled<kRowBytes>(row, chunk);
         const int elem = chunk * kElemsPerChunk;
-        if (elem < head_dim_qk_) cp_async_16(k_tile + offset, k_head_ + (valid ? k_offset + elem : 0), valid);
+        if (elem < head_dim_qk_) copy_async_16(k_tile + offset, k_head_ + (valid ? k_offset + elem : 0), valid);
         if (v_head_ != nullptr && elem < head_dim_v_)
-          cp_async_16(v_tile + offset, v_head_ + (valid ? v_offset + elem : 0), valid);
+          copy_async_16(v_tile + offset, v_head_ + (valid ? v_offset + elem : 0), valid);
       }
       return;
     }
@@ -126,10 +118,8 @@ class KvTileLoader {
         const bool valid = tile_start + row < kv_end;
         const int64_t key_row = key + pass * kRowsPerPass;
         const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
-        if (k_key0_ != nullptr)
-          cp_async_16(k_tile + offset, valid ? k_key0_ + key_row * k_stride1_ : k_key0_, valid);
-        if (v_key0_ != nullptr)
-          cp_async_16(v_tile + offset, valid ? v_key0_ + key_row * v_stride1_ : v_key0_, valid);
+        if (k_key0_ != nullptr) copy_async_16(k_tile + offset, valid ? k_key0_ + key_row * k_stride1_ : k_key0_, valid);
+        if (v_key0_ != nullptr) copy_async_16(v_tile + offset, valid ? v_key0_ + key_row * v_stride1_ : v_key0_, valid);
       }
       return;
     }
@@ -142,8 +132,8 @@ class KvTileLoader {
       int64_t v_offset = 0;
       if (valid) row_offsets(key, &k_offset, &v_offset);
       const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
-      if (k_chunk_ != nullptr) cp_async_16(k_tile + offset, valid ? k_chunk_ + k_offset : k_chunk_, valid);
-      if (v_chunk_ != nullptr) cp_async_16(v_tile + offset, valid ? v_chunk_ + v_offset : v_chunk_, valid);
+      if (k_chunk_ != nullptr) copy_async_16(k_tile + offset, valid ? k_chunk_ + k_offset : k_chunk_, valid);
+      if (v_chunk_ != nullptr) copy_async_16(v_tile + offset, valid ? v_chunk_ + v_offset : v_chunk_, valid);
     }
   }
 
@@ -178,9 +168,9 @@ class KvTileLoader {
   const T *k_chunk_;  // this thread's chunk of row 0 of the head; null past Dqk
   const T *v_chunk_;  // likewise past Dv
   int64_t k_stride0_, k_stride1_, v_stride0_, v_stride1_;
-  int64_t seq_offset_;  // GAPPY / PAGED: first key position; RAGGED: first page index
-  bool contiguous_;               // DENSE, PADDED, GAPPY
-  const T *k_key0_ = nullptr;     // contiguous: this thread's chunk of the sequence's key 0
+  int64_t seq_offset_;         // GAPPY / PAGED: first key position; RAGGED: first page index
+  bool contiguous_;            // DENSE, PADDED, GAPPY
+  const T *k_key0_ = nullptr;  // contiguous: this thread's chunk of the sequence's key 0
   const T *v_key0_ = nullptr;
 };
 

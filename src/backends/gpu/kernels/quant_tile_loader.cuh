@@ -19,15 +19,11 @@
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_TILE_LOADER_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_TILE_LOADER_CUH_
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cstdint>
 
 #include "backends/gpu/kernels/forward_params.cuh"
 #include "backends/gpu/kernels/kv_tile_loader.cuh"
-#include "backends/gpu/vendor/cuda_tile.cuh"
+#include "backends/gpu/vendor/tile.cuh"
 
 namespace fmha::gpu::kernels {
 
@@ -120,9 +116,14 @@ class QuantKvTileLoader {
   static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "fixed chunk per thread");
 
   __device__ QuantKvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int tid)
-      : seq_(p.seq), batch_(batch), int4_(p.kv_quant == FMHA_KV_QUANT_INT4), groups_(p.kv_quant_groups),
-        fnuz_(p.fp8_format == FMHA_FP8_E4M3FNUZ), f16x2_(p.kv_scale_kind == FMHA_KV_SCALE_F16X2_SCALE_SHIFT),
-        per_row_(p.kv_scale_granularity == FMHA_SCALE_PER_ROW), copy16_(p.kv_copy16 != 0) {
+      : seq_(p.seq),
+        batch_(batch),
+        int4_(p.kv_quant == FMHA_KV_QUANT_INT4),
+        groups_(p.kv_quant_groups),
+        fnuz_(p.fp8_format == FMHA_FP8_E4M3FNUZ),
+        f16x2_(p.kv_scale_kind == FMHA_KV_SCALE_F16X2_SCALE_SHIFT),
+        per_row_(p.kv_scale_granularity == FMHA_SCALE_PER_ROW),
+        copy16_(p.kv_copy16 != 0) {
     // Byte strides: int4 views count int32 words, fp8 views bytes.
     const int64_t unit = int4_ ? 4 : 1;
     k_stride0_ = p.k_stride[0] * unit;
@@ -144,14 +145,14 @@ class QuantKvTileLoader {
       // Per-row scales are staged with their rows; per-head and per-tensor
       // ones are two constants of this CTA.
       // Per-row views are [B or pages, rows, G, Hkv], per-head [G, Hkv].
-      const int64_t head_offset =
-          per_row_ ? group * p.k_scale_stride[2] + head_kv * p.k_scale_stride[3]
-          : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD ? group * p.k_scale_stride[0] + head_kv * p.k_scale_stride[1]
-                                                          : 0;
-      const int64_t v_head_offset =
-          per_row_ ? group * p.v_scale_stride[2] + head_kv * p.v_scale_stride[3]
-          : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD ? group * p.v_scale_stride[0] + head_kv * p.v_scale_stride[1]
-                                                          : 0;
+      const int64_t head_offset = per_row_ ? group * p.k_scale_stride[2] + head_kv * p.k_scale_stride[3]
+                                  : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD
+                                      ? group * p.k_scale_stride[0] + head_kv * p.k_scale_stride[1]
+                                      : 0;
+      const int64_t v_head_offset = per_row_ ? group * p.v_scale_stride[2] + head_kv * p.v_scale_stride[3]
+                                    : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD
+                                        ? group * p.v_scale_stride[0] + head_kv * p.v_scale_stride[1]
+                                        : 0;
       k_scale_ = static_cast<const uint32_t *>(p.k_scale) + head_offset;
       v_scale_ = static_cast<const uint32_t *>(p.v_scale) + v_head_offset;
       k_scale_stride0_ = p.k_scale_stride[0];
@@ -180,7 +181,7 @@ class QuantKvTileLoader {
   // Issues the copies of the packed keys [tile_start, tile_start + kBlockN)
   // (and their per-row scales) into the staging area at shared address
   // `stage`; keys at or past kv_end are zero-filled without a read.
-  __device__ void load(uint32_t stage, int32_t tile_start, int32_t kv_end, int tid) const {
+  __device__ void load(SmemAddr stage, int32_t tile_start, int32_t kv_end, int tid) const {
     const int staged_row = tid / kThreadsPerRow;  // K rows, then V rows
     const int part = tid % kThreadsPerRow;
     const bool is_k = staged_row < kBlockN;
@@ -190,23 +191,24 @@ class QuantKvTileLoader {
     int64_t outer = 0;
     int64_t inner = 0;
     if (valid) locate(key, &outer, &inner);
-    const uint8_t *src = is_k ? k_ + outer * k_stride0_ + inner * k_stride1_ : v_ + outer * v_stride0_ + inner * v_stride1_;
+    const uint8_t *src =
+        is_k ? k_ + outer * k_stride0_ + inner * k_stride1_ : v_ + outer * v_stride0_ + inner * v_stride1_;
     if (!valid) src = is_k ? k_ : v_;
     const int row_bytes = is_k ? k_row_bytes_ : v_row_bytes_;
-    const uint32_t dst = stage + staged_row * kStagedRowBytes;
+    const SmemAddr dst = stage + staged_row * kStagedRowBytes;
     if (copy16_) {
       for (int byte = 16 * part; byte < row_bytes; byte += 16 * kThreadsPerRow)
-        cp_async_16(dst + byte, src + (valid ? byte : 0), valid);
+        copy_async_16(dst + byte, src + (valid ? byte : 0), valid);
     } else {
       for (int byte = 4 * part; byte < row_bytes; byte += 4 * kThreadsPerRow)
-        cp_async_4(dst + byte, src + (valid ? byte : 0), valid);
+        copy_async_4(dst + byte, src + (valid ? byte : 0), valid);
     }
     if (!int4_ && per_row_ && part == 0) {
       const uint32_t *scale = is_k ? k_scale_ : v_scale_;
       if (valid)
         scale += is_k ? outer * k_scale_stride0_ + inner * k_scale_stride1_
                       : outer * v_scale_stride0_ + inner * v_scale_stride1_;
-      cp_async_4(stage + kStagedScaleOffset + 4 * staged_row, scale, valid);
+      copy_async_4(stage + kStagedScaleOffset + 4 * staged_row, scale, valid);
     }
   }
 

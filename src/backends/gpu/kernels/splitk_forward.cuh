@@ -2,27 +2,31 @@
 // rows (the Mq * Hq / Hkv rows that share one K/V head, GQA packing) over
 // one piece of one sequence's keys, reading each K/V row once.
 //
-// Structure (4 warps, K/V tiles of kBlockN keys through a kStages-deep
-// cp.async pipeline):
-//  - S = Q K^T: warp w computes the scores of keys [w, w + 1) * kBlockN / 4
-//    of the tile over the whole head dim (Q and K via ldmatrix, m16n8k16
-//    MMAs with fp32 accumulation);
-//  - the row maxima of the 4 warps meet in shared memory, so every warp
-//    runs the same online softmax (exp2, scale * log2(e) folded in); P goes
-//    to shared memory in the input dtype;
-//  - O += P V: warp w owns head dims [w, w + 1) * Dv / 4 over all keys
-//    of the tile, so the accumulator is a quarter of 16 x D per warp (16 x
-//    128 fp32 at D = 512: no spills) and needs no cross-warp reduction;
+// Structure (kWarps warps, K/V tiles of kBlockN keys through a kStages-deep
+// pipeline of asynchronous copies):
+//  - S = Q K^T: warp w computes the scores of keys [w, w + 1) * kBlockN /
+//    kWarps of the tile over the whole head dim (tensor-core MMAs with fp32
+//    accumulation: m16n8k16 on NVIDIA, 16x16x16 MFMA on AMD);
+//  - the row maxima of the warps meet in shared memory, so every warp runs
+//    the same online softmax (exp2, scale * log2(e) folded in); P goes to
+//    shared memory in the input dtype;
+//  - O += P V: warp w owns head dims [w, w + 1) * Dv / kWarps over all keys
+//    of the tile, so the accumulator is a slice of 16 x D per warp (16 x
+//    128 fp32 at D = 512 on NVIDIA: no spills) and needs no cross-warp
+//    reduction;
 //  - the running sums of the warps are added once at the end.
 // Decode is memory-bound, but at a 16-row tile (mostly padding at Mq 1) the
 // per-tile instruction chain is what limits a CTA: the shape is chosen for
 // several resident CTAs per SM with 2-3 tiles each in flight, straight-line
 // MMA code and conflict-free shared memory.
+//
+// Written once for both vendors: what NVIDIA and AMD GPUs do differently
+// (the MMA instructions and their fragment layouts, the copies, warp
+// shuffles, the tile shapes that suit them) is the vendor layer's
+// (backends/gpu/vendor/tile.cuh); this file sees an MMA fragment only
+// through FragmentLayout's rows and columns.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_SPLITK_FORWARD_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_SPLITK_FORWARD_CUH_
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdint>
@@ -30,9 +34,10 @@
 
 #include "backends/gpu/kernels/forward_params.cuh"
 #include "backends/gpu/kernels/kv_tile_loader.cuh"
-#include "backends/gpu/vendor/cuda_tile.cuh"
 #include "backends/gpu/kernels/quant_tile_loader.cuh"
+#include "backends/gpu/kernels/smem_tile.cuh"
 #include "backends/gpu/merge_math.cuh"
+#include "backends/gpu/vendor/tile.cuh"
 
 namespace fmha::gpu::kernels {
 
@@ -58,47 +63,38 @@ struct QuantStageBytes<Loader, true> {
 // an fp16 high and low part (kSplitQ) after a power-of-two scale per row
 // that keeps it in fp16's range: Q keeps ~22 bits, two MMAs per k-step.
 // T is fp16 also for fp8 Q, whose codes fp16 holds exactly.
+// Warps, keys per tile, stages and resident CTAs are the vendor's
+// TilePolicy (what suits an SM or a CU, and its shared memory).
 template <typename T, int kHeadDimBucket, bool kQuantisedKv = false>
 struct ForwardTile {
   static constexpr bool kQuantised = kQuantisedKv;
+  using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv>;
+  using Layout = FragmentLayout;
   using QkType = T;  // Q's dtype in memory
-  using QkMmaType = std::conditional_t<kQuantised, __half, T>;
-  using PvType = std::conditional_t<kQuantised, __half, T>;
+  using QkMmaType = std::conditional_t<kQuantised, half_t, T>;
+  using PvType = std::conditional_t<kQuantised, half_t, T>;
   // Bucket 576 is MLA decode: Dqk 576, Dv 512, V the first 512 dims of
   // the K rows (FMHA_FLAG_V_FROM_K): one tile per stage, read once.
   static constexpr bool kVFromK = kHeadDimBucket == 576;
   static constexpr int kHeadDim = kHeadDimBucket;  // QK dims (the K row)
   static constexpr int kHeadDimV = kVFromK ? 512 : kHeadDimBucket;
-  static constexpr int kThreads = 128;
-  static constexpr int kWarps = kThreads / 32;
-  static constexpr int kRows = 16;  // query rows per CTA: one MMA row tile
-  // 64 keys keep a K+V stage at 32 KB for D 128; larger heads use 32 so a
-  // stage stays <= 64 KB and two CTAs still fit an SM up to D 256. The
-  // quantised tiles use 32: their operand tiles are single-buffered and the
-  // dequantisation per tile is on the critical path, so shorter tiles and
-  // more resident CTAs overlap it best.
-  // (H200, B8 L32768: 64-key quantised tiles, 2 CTAs per SM, measured
-  // int4 g1 796 us against 605 us at 32 keys, fp8 the same.)
-  static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
-  // Stages and CTAs per SM. Each tile's softmax and MMAs are a dependency
-  // chain a few warps cannot hide, so more resident CTAs beat deeper
-  // pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
-  // the read bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages
-  // (its 147 KB also fit the 163 KB an sm_80 block may use). Quantised
-  // stages are packed rows, a quarter to a half of a T stage: 3 of them.
-  static constexpr int kStages = kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
-  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
-  static constexpr int kKeysPerWarp = kBlockN / kWarps;  // S columns of a warp
-  static constexpr int kDimsPerWarp = kHeadDimV / kWarps;  // O columns of a warp
-  static constexpr int kScoreTiles = kKeysPerWarp / 8;   // n8 tiles of S per warp
-  static constexpr int kOutTiles = kDimsPerWarp / 8;     // n8 tiles of O per warp
+  static constexpr int kWarps = Policy::kWarps;
+  static constexpr int kThreads = kWarps * kWarpSize;
+  static constexpr int kRows = Layout::kTileRows;  // query rows per CTA: one MMA row tile
+  static constexpr int kBlockN = Policy::kBlockN;
+  static constexpr int kStages = Policy::kStages;
+  static constexpr int kMinBlocksPerSm = Policy::kMinBlocksPerSm;
+  static constexpr int kKeysPerWarp = kBlockN / kWarps;                 // S columns of a warp
+  static constexpr int kDimsPerWarp = kHeadDimV / kWarps;               // O columns of a warp
+  static constexpr int kScoreTiles = kKeysPerWarp / Layout::kTileCols;  // n-tiles of S per warp
+  static constexpr int kOutTiles = kDimsPerWarp / Layout::kTileCols;    // n-tiles of O per warp
   static constexpr int kPStride = kBlockN + 8;  // P row, elements: 16-byte pad against bank conflicts
   // bf16 keeps 8 bits of P: rounding P alone costs ~1.5e-3 relative error
   // in O, most of the 2e-3 budget. So bf16 P is split into hi + lo bf16
   // parts (P to ~16 bits) and PV takes two MMAs; fp16's 11 bits suffice.
   // The MMAs are far from the bound of this memory-bound kernel.
-  static constexpr bool kSplitP = std::is_same_v<PvType, __nv_bfloat16>;
-  static constexpr bool kSplitQ = kQuantised && std::is_same_v<T, __nv_bfloat16>;
+  static constexpr bool kSplitP = std::is_same_v<PvType, bf16_t>;
+  static constexpr bool kSplitQ = kQuantised && std::is_same_v<T, bf16_t>;
   static constexpr int kQTiles = kSplitQ ? 2 : 1;
   static constexpr int kPTiles = kSplitP ? 2 : 1;
   static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(PvType));
@@ -127,16 +123,17 @@ struct ForwardTile {
   static constexpr int kQScaleOffset = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
   static constexpr int kSmemBytes = kQScaleOffset + (kSplitQ ? kRows * static_cast<int>(sizeof(float)) : 0);
 
-  static_assert(kKeysPerWarp == 8 || kKeysPerWarp == 16, "S tile of a warp: one or two n8 tiles");
-  static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: pairs of n8 tiles");
+  static_assert(kKeysPerWarp % Layout::kTileCols == 0, "S columns of a warp: whole n-tiles");
+  static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: 16-column steps");
+  static_assert(kBlockN % 16 == 0, "PV steps of 16 keys");
 };
 
 __device__ __forceinline__ float load_as_float(const void *base, int32_t elem, int64_t index) {
   switch (elem) {
     case FMHA_ELEM_F16:
-      return __half2float(static_cast<const __half *>(base)[index]);
+      return to_float(static_cast<const half_t *>(base)[index]);
     case FMHA_ELEM_BF16:
-      return __bfloat162float(static_cast<const __nv_bfloat16 *>(base)[index]);
+      return to_float(static_cast<const bf16_t *>(base)[index]);
     case FMHA_ELEM_F64:
       return static_cast<float>(static_cast<const double *>(base)[index]);
     default:
@@ -144,33 +141,63 @@ __device__ __forceinline__ float load_as_float(const void *base, int32_t elem, i
   }
 }
 
-// Stores two adjacent output elements (`index` even, rows 16-byte aligned).
-__device__ __forceinline__ void store_pair(void *base, int32_t elem, int64_t index, float x, float y) {
-  switch (elem) {
-    case FMHA_ELEM_F16:
-      *reinterpret_cast<uint32_t *>(static_cast<__half *>(base) + index) = pack2<__half>(x, y);
-      break;
-    case FMHA_ELEM_BF16:
-      *reinterpret_cast<uint32_t *>(static_cast<__nv_bfloat16 *>(base) + index) = pack2<__nv_bfloat16>(x, y);
-      break;
-    default:
-      *reinterpret_cast<float2 *>(static_cast<float *>(base) + index) = make_float2(x, y);
-      break;
+// Stores kCols adjacent output elements (1 or 2; `index` even for 2, rows
+// 16-byte aligned) of one fragment row.
+template <int kCols>
+__device__ __forceinline__ void store_row_elems(void *base, int32_t elem, int64_t index, const float *x) {
+  if constexpr (kCols == 2) {
+    switch (elem) {
+      case FMHA_ELEM_F16:
+        *reinterpret_cast<uint32_t *>(static_cast<half_t *>(base) + index) = pack2<half_t>(x[0], x[1]);
+        break;
+      case FMHA_ELEM_BF16:
+        *reinterpret_cast<uint32_t *>(static_cast<bf16_t *>(base) + index) = pack2<bf16_t>(x[0], x[1]);
+        break;
+      default:
+        *reinterpret_cast<float2 *>(static_cast<float *>(base) + index) = make_float2(x[0], x[1]);
+        break;
+    }
+  } else {
+    static_assert(kCols == 1, "one or two columns per fragment row");
+    switch (elem) {
+      case FMHA_ELEM_F16:
+        static_cast<half_t *>(base)[index] = half_from_float(x[0]);
+        break;
+      case FMHA_ELEM_BF16:
+        static_cast<bf16_t *>(base)[index] = bf16_from_float(x[0]);
+        break;
+      default:
+        static_cast<float *>(base)[index] = x[0];
+        break;
+    }
   }
 }
 
-// Stores P for two adjacent keys: rounded to T, and for kSplit also the
-// rounding remainder, in the tile `tile_bytes` further.
-template <typename T, bool kSplit>
-__device__ __forceinline__ void store_p(T *at, int tile_bytes, float x, float y) {
-  if constexpr (kSplit) {
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(x, y);
-    const float2 rounded = __bfloat1622float2(hi);
-    *reinterpret_cast<__nv_bfloat162 *>(at) = hi;
-    *reinterpret_cast<uint32_t *>(reinterpret_cast<uint8_t *>(at) + tile_bytes) =
-        pack2<__nv_bfloat16>(x - rounded.x, y - rounded.y);
+// Stores P of kCols adjacent keys (1 or 2) of one fragment row: rounded to
+// T, and for kSplit (bf16) also the rounding remainder, in the tile
+// `tile_bytes` further.
+template <typename T, bool kSplit, int kCols>
+__device__ __forceinline__ void store_p(T *at, int tile_bytes, const float *x) {
+  if constexpr (kCols == 2) {
+    if constexpr (kSplit) {
+      uint32_t hi, lo;
+      split_bf16x2(x[0], x[1], &hi, &lo);
+      *reinterpret_cast<uint32_t *>(at) = hi;
+      *reinterpret_cast<uint32_t *>(reinterpret_cast<uint8_t *>(at) + tile_bytes) = lo;
+    } else {
+      *reinterpret_cast<uint32_t *>(at) = pack2<T>(x[0], x[1]);
+    }
   } else {
-    *reinterpret_cast<uint32_t *>(at) = pack2<T>(x, y);
+    static_assert(kCols == 1, "one or two columns per fragment row");
+    // The low half of a packed pair is the first value.
+    if constexpr (kSplit) {
+      uint32_t hi, lo;
+      split_bf16x2(x[0], 0.f, &hi, &lo);
+      *reinterpret_cast<uint16_t *>(at) = static_cast<uint16_t>(hi);
+      *reinterpret_cast<uint16_t *>(reinterpret_cast<uint8_t *>(at) + tile_bytes) = static_cast<uint16_t>(lo);
+    } else {
+      *reinterpret_cast<uint16_t *>(at) = static_cast<uint16_t>(pack2<T>(x[0], 0.f));
+    }
   }
 }
 
@@ -178,8 +205,8 @@ __device__ __forceinline__ void store_p(T *at, int tile_bytes, float x, float y)
 // `kv_len` keys sees under the structural mask; int64 because the window
 // arithmetic may leave the int32 range. Bottom-right aligned: query m sits
 // at position kv_len - mq + m.
-__device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_len, int32_t mq, int32_t m,
-                                             int64_t *lo, int64_t *hi) {
+__device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_len, int32_t mq, int32_t m, int64_t *lo,
+                                             int64_t *hi) {
   const int64_t position = static_cast<int64_t>(kv_len) - mq + m;
   int64_t first = 0;
   int64_t last = static_cast<int64_t>(kv_len) - 1;
@@ -271,12 +298,15 @@ __device__ __forceinline__ OutputTarget output_target(const ForwardParams &p, co
 template <typename Tile>
 __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
                                              int32_t row_tile, int32_t group, int32_t head_kv) {
+  using Layout = typename Tile::Layout;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kBlockN = Tile::kBlockN;
   constexpr int kStages = Tile::kStages;
   constexpr int kRowBytes = Tile::kRowBytes;
   constexpr int kNS = Tile::kScoreTiles;
   constexpr int kNO = Tile::kOutTiles;
+  constexpr int kR = Layout::kRowsPerLane;  // fragment rows of a lane
+  constexpr int kC = Layout::kColsPerRow;   // adjacent columns of a lane in each n-tile row
   using T = typename Tile::QkType;
   using PvType = typename Tile::PvType;
 
@@ -291,10 +321,8 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   const int32_t rows_here = min(Tile::kRows, rows - row0);
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int warp = tid / 32;
-  const int lane = tid % 32;
-  const int quad_row = lane / 4;  // fragment rows quad_row and quad_row + 8
-  const int quad_col = lane % 4;
+  const int warp = tid / kWarpSize;
+  const int lane = tid % kWarpSize;
 
   // Keys of this piece that any row of the tile can see (the structural
   // mask trims whole tiles: causal rows skip the keys after them).
@@ -308,16 +336,16 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
   }
 
-  // Per fragment row: query index, head, visible keys [vis_lo, vis_hi]
-  // (inside the piece; empty for padding rows), bias row.
-  int32_t row_query[2];
-  int32_t row_head[2];
-  int32_t vis_lo[2];
-  int32_t vis_hi[2];
-  int64_t bias_row[2];
+  // Per fragment row of this lane: query index, head, visible keys
+  // [vis_lo, vis_hi] (inside the piece; empty for padding rows), bias row.
+  int32_t row_query[kR];
+  int32_t row_head[kR];
+  int32_t vis_lo[kR];
+  int32_t vis_hi[kR];
+  int64_t bias_row[kR];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int32_t row = quad_row + 8 * r;
+  for (int r = 0; r < kR; ++r) {
+    const int32_t row = Layout::row(lane, r);
     const int32_t packed = row0 + min(row, rows_here - 1);
     row_query[r] = packed / p.heads_per_kv;
     row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
@@ -334,10 +362,12 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
   // The score scale of each fragment row; fp8 Q's codes carry their own
   // scale, applied to the exact code products.
-  float row_scale[2] = {p.score_scale, p.score_scale};
+  float row_scale[kR];
+#pragma unroll
+  for (int r = 0; r < kR; ++r) row_scale[r] = p.score_scale;
   if (Tile::kQuantised && p.q_fp8) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kR; ++r) {
       int64_t at = 0;
       if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
         at = queries.batch * p.q_scale_stride[0] + (queries.row0 + row_query[r]) * p.q_scale_stride[1] +
@@ -349,13 +379,20 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
 
   // O accumulators: one per P part where registers allow (shorter chains).
-  float acc[Tile::kPvAccs][kNO][4];
+  float acc[Tile::kPvAccs][kNO][Layout::kElems];
 #pragma unroll
   for (int h = 0; h < Tile::kPvAccs; ++h)
 #pragma unroll
-    for (int i = 0; i < kNO; ++i) acc[h][i][0] = acc[h][i][1] = acc[h][i][2] = acc[h][i][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // running maxima, log2 units
-  float row_sum[2] = {0.f, 0.f};              // this thread's share of the running sums
+    for (int i = 0; i < kNO; ++i)
+#pragma unroll
+      for (int e = 0; e < Layout::kElems; ++e) acc[h][i][e] = 0.f;
+  float row_max[kR];  // running maxima, log2 units
+  float row_sum[kR];  // this lane's share of the running sums
+#pragma unroll
+  for (int r = 0; r < kR; ++r) {
+    row_max[r] = -INFINITY;
+    row_sum[r] = 0.f;
+  }
 
   uint8_t *const q_tile = smem + Tile::kQOffset;
   uint8_t *const k_tiles = smem + Tile::kKOffset;
@@ -363,11 +400,11 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   PvType *const p_tile = reinterpret_cast<PvType *>(smem + Tile::kPOffset);
   float *const max_exchange = reinterpret_cast<float *>(smem + Tile::kMaxOffset);
   float *const sum_exchange = reinterpret_cast<float *>(smem + Tile::kSumOffset);
-  const uint32_t q_base = smem_address(q_tile);
-  const uint32_t k_base = smem_address(k_tiles);
-  const uint32_t v_base = smem_address(v_tiles);
-  const uint32_t staging_base = smem_address(smem + Tile::kStagingOffset);
-  const uint32_t p_base = smem_address(p_tile);
+  const SmemAddr q_base = smem_address(q_tile);
+  const SmemAddr k_base = smem_address(k_tiles);
+  const SmemAddr v_base = smem_address(v_tiles);
+  const SmemAddr staging_base = smem_address(smem + Tile::kStagingOffset);
+  const SmemAddr p_base = smem_address(p_tile);
 
   const int num_tiles = (kv_hi - kv_lo + kBlockN - 1) / kBlockN;
   if (num_tiles > 0) {
@@ -388,16 +425,18 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
                           Tile::kThreads);
 
     // Q rows of the tile (zero past rows_here and past Dqk), in the first
-    // cp.async group together with K/V tile 0. fp8 Q is converted on the
-    // way (its codes are exact in fp16).
+    // copy group together with K/V tile 0. fp8 Q is converted on the way
+    // (its codes are exact in fp16).
     constexpr int kChunks = kRowBytes / 16;
     if constexpr (Tile::kSplitQ) {
       // bf16 Q to fp16 hi + lo. A row's kChunks chunks are adjacent lanes
       // of one warp, which agree on the row's scale 2^e (max |q| * 2^e in
       // [2^14, 2^15): no fp16 overflow, the low part mostly normal); the
       // scores are multiplied back by 2^-e.
-      static_assert(32 % kChunks == 0 && (Tile::kRows * kChunks) % Tile::kThreads == 0, "rows within warps");
-      const __nv_bfloat16 *q = static_cast<const __nv_bfloat16 *>(p.q);
+      // Each pass of the loop below then takes whole warps (the shuffle needs
+      // every lane of a warp, or none).
+      static_assert(kWarpSize % kChunks == 0 && (Tile::kRows * kChunks) % kWarpSize == 0, "rows within warps");
+      const uint16_t *q = static_cast<const uint16_t *>(p.q);
       float *const q_row_scale = reinterpret_cast<float *>(smem + Tile::kQScaleOffset);
       for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
         const int row = i / kChunks;
@@ -421,7 +460,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
         for (int j = 0; j < 8; ++j) top = fmaxf(top, fabsf(x[j]));
 #pragma unroll
-        for (int lanes = kChunks / 2; lanes > 0; lanes /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, lanes));
+        for (int lanes = kChunks / 2; lanes > 0; lanes /= 2) top = fmaxf(top, lane_xor(top, lanes));
         // exponent(top) = floor(log2(top)); the shift stays inside fp32's
         // normal range; zero, inf and NaN rows keep scale 1.
         int shift = 0;
@@ -437,7 +476,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
           const __half2 h = __floats2half2_rn(a, b);
           const float2 r = __half22float2(h);
           hi[j] = *reinterpret_cast<const uint32_t *>(&h);
-          lo[j] = pack2<__half>(a - r.x, b - r.y);
+          lo[j] = pack2<half_t>(a - r.x, b - r.y);
         }
         *reinterpret_cast<uint4 *>(q_tile + swizzled<kRowBytes>(row, c)) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
         *reinterpret_cast<uint4 *>(q_tile + Tile::kRows * kRowBytes + swizzled<kRowBytes>(row, c)) =
@@ -446,7 +485,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       }
       __syncthreads();
 #pragma unroll
-      for (int r = 0; r < 2; ++r) row_scale[r] *= q_row_scale[quad_row + 8 * r];
+      for (int r = 0; r < kR; ++r) row_scale[r] *= q_row_scale[Layout::row(lane, r)];
     } else if (Tile::kQuantised && p.q_fp8) {
       const uint8_t *q = static_cast<const uint8_t *>(p.q);
       const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
@@ -464,8 +503,8 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
           float x[8];
 #pragma unroll
           for (int j = 0; j < 8; ++j) x[j] = fp8_value((j < 4 ? codes.x : codes.y) >> (8 * (j % 4)), fnuz);
-          value = make_uint4(pack2<__half>(x[0], x[1]), pack2<__half>(x[2], x[3]), pack2<__half>(x[4], x[5]),
-                             pack2<__half>(x[6], x[7]));
+          value = make_uint4(pack2<half_t>(x[0], x[1]), pack2<half_t>(x[2], x[3]), pack2<half_t>(x[4], x[5]),
+                             pack2<half_t>(x[6], x[7]));
         }
         *reinterpret_cast<uint4 *>(q_tile + swizzled<kRowBytes>(row, c)) = value;
       }
@@ -480,35 +519,39 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         const int64_t offset = queries.batch * p.q_stride[0] +
                                static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
                                group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
-        cp_async_16(q_base + swizzled<kRowBytes>(row, c), valid ? q + offset : q, valid);
+        copy_async_16(q_base + swizzled<kRowBytes>(row, c), valid ? q + offset : q, valid);
       }
     }
 
+    // The pipeline: with kStages >= 2, tiles tile + 1 .. tile + kStages - 1
+    // are in flight while tile `tile` is computed; with one stage (the
+    // largest heads in a small shared memory) the next tile is loaded once
+    // the current one is consumed.
+    constexpr int kAhead = kStages > 1 ? kStages - 1 : 1;
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < kAhead; ++s) {
       if (s < num_tiles) load_tile(loader, s, kv_lo + s * kBlockN);
-      cp_async_commit();
+      copy_commit();
     }
 
     const int key0 = warp * Tile::kKeysPerWarp;  // first S column of this warp in a tile
     const int dim0 = warp * Tile::kDimsPerWarp;  // first O column of this warp
 
     for (int tile = 0; tile < num_tiles; ++tile) {
-      cp_async_wait<kStages - 2>();
+      copy_wait<kAhead - 1>();
       __syncthreads();  // tile `tile` visible to all; stage (tile - 1) % kStages free
-      {
+      if constexpr (kStages > 1) {
         const int next = tile + kStages - 1;
         if (next < num_tiles) load_tile(loader, next % kStages, kv_lo + next * kBlockN);
-        cp_async_commit();
+        copy_commit();
       }
       const int stage = tile % kStages;
-      uint32_t k_stage = k_base;
-      uint32_t v_stage = v_base;
+      SmemAddr k_stage = k_base;
+      SmemAddr v_stage = v_base;
       if constexpr (Tile::kQuantised) {
         // Decode the staged tile into the operand tiles; the previous
         // tile's readers are past the barrier above.
-        loader.dequantise(smem + Tile::kStagingOffset + stage * (Tile::kStagingBytes / kStages), k_tiles, v_tiles,
-                          tid);
+        loader.dequantise(smem + Tile::kStagingOffset + stage * (Tile::kStagingBytes / kStages), k_tiles, v_tiles, tid);
         __syncthreads();
       } else {
         k_stage = k_base + stage * Tile::kTileBytes;
@@ -517,90 +560,60 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       const int32_t tile_start = kv_lo + tile * kBlockN;
 
       // Bias loads first, so their latency overlaps the QK^T MMAs.
-      float bias[kNS][4] = {};
+      float bias[kNS][Layout::kElems] = {};
       if (p.bias != nullptr) {
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int32_t key = tile_start + key0 + nt * 8 + 2 * quad_col + (e & 1);
-            if (key >= vis_lo[r] && key <= vis_hi[r])
-              bias[nt][e] = load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]);
+          for (int r = 0; r < kR; ++r) {
+#pragma unroll
+            for (int j = 0; j < kC; ++j) {
+              const int32_t key = tile_start + key0 + nt * Layout::kTileCols + Layout::col(lane, j);
+              if (key >= vis_lo[r] && key <= vis_hi[r])
+                bias[nt][r * kC + j] = load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]);
+            }
           }
         }
       }
 
       // ---- S = Q K^T for this warp's keys --------------------------------
-      // Straight-line over the whole bucket (dims past Dqk are zero in Q
-      // and K), with even and odd k-steps in separate accumulators: the
-      // kernel is bound by this per-tile dependency chain, not by MMAs.
-      float s_part[2][kNS][4];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) s_part[h][nt][0] = s_part[h][nt][1] = s_part[h][nt][2] = s_part[h][nt][3] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-        using QkMma = typename Tile::QkMmaType;
-        uint32_t a[Tile::kQTiles][4];
-#pragma unroll
-        for (int part = 0; part < Tile::kQTiles; ++part)
-          ldmatrix_x4(a[part], q_base + part * Tile::kRows * kRowBytes + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
-        if constexpr (kNS == 2) {
-          uint32_t b[4];
-          const int key = key0 + (lane / 16) * 8 + lane % 8;
-          ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-#pragma unroll
-          for (int part = 0; part < Tile::kQTiles; ++part) {
-            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
-            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][1], a[part], b[2], b[3]);
-          }
-        } else {
-          uint32_t b[2];
-          const int key = key0 + lane % 8;
-          ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-#pragma unroll
-          for (int part = 0; part < Tile::kQTiles; ++part)
-            mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
-        }
-      }
-      float s[kNS][4];
-#pragma unroll
-      for (int nt = 0; nt < kNS; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] = s_part[0][nt][e] + s_part[1][nt][e];
+      float s[kNS][Layout::kElems];
+      score_tile<Tile>(s, q_base, k_stage, key0, lane);
 
       // ---- Scores in log2 units, masked; row maxima across warps ---------
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      float tile_max[kR];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) tile_max[r] = -INFINITY;
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2;
-          const int32_t key = tile_start + key0 + nt * 8 + 2 * quad_col + (e & 1);
-          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
-          x += bias[nt][e] * kLog2e;
-          s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+        for (int r = 0; r < kR; ++r) {
+#pragma unroll
+          for (int j = 0; j < kC; ++j) {
+            const int e = r * kC + j;
+            const int32_t key = tile_start + key0 + nt * Layout::kTileCols + Layout::col(lane, j);
+            float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
+            x += bias[nt][e] * kLog2e;
+            s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
+            tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+          }
         }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        if (quad_col == 0) max_exchange[warp * Tile::kRows + quad_row + 8 * r] = tile_max[r];
+      for (int r = 0; r < kR; ++r) {
+        tile_max[r] = Layout::row_max(tile_max[r]);
+        if (Layout::row_leader(lane)) max_exchange[warp * Tile::kRows + Layout::row(lane, r)] = tile_max[r];
       }
       __syncthreads();
 
       // ---- Online softmax (identical in every warp) ----------------------
-      float reference[2];     // the max P is taken against (0 while the row has seen nothing)
-      float tile_row_max[2];  // the row's largest score in this tile
+      float reference[kR];     // the max P is taken against (0 while the row has seen nothing)
+      float tile_row_max[kR];  // the row's largest score in this tile
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
+      for (int r = 0; r < kR; ++r) {
         float m = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + quad_row + 8 * r]);
+        for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + Layout::row(lane, r)]);
         tile_row_max[r] = m;
         m = fmaxf(m, row_max[r]);
         reference[r] = m == -INFINITY ? 0.f : m;
@@ -610,20 +623,24 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
         for (int h = 0; h < Tile::kPvAccs; ++h)
 #pragma unroll
-          for (int nt = 0; nt < kNO; ++nt) {
-            acc[h][nt][2 * r] *= rescale;
-            acc[h][nt][2 * r + 1] *= rescale;
-          }
+          for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+            for (int j = 0; j < kC; ++j) acc[h][nt][r * kC + j] *= rescale;
       }
       // FMHA_FLAG_FP8_PV: the PV product takes P rounded to fp8 against
       // p_scale = (the row's largest P in the tile) / fp8_max; the sums
       // keep the exact P (docs/design-notes.md).
-      float p_scale[2] = {0.f, 0.f};
-      float p_inverse[2] = {0.f, 0.f};
+      float p_scale[kR];
+      float p_inverse[kR];
       const bool fp8_pv = Tile::kQuantised && p.fp8_pv;
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        p_scale[r] = 0.f;
+        p_inverse[r] = 0.f;
+      }
       if (fp8_pv) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
+        for (int r = 0; r < kR; ++r) {
           p_scale[r] = fast_exp2(tile_row_max[r] - reference[r]) / p.fp8_max;
           p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
         }
@@ -633,60 +650,56 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       };
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) {
-        const float p0 = fast_exp2(s[nt][0] - reference[0]);
-        const float p1 = fast_exp2(s[nt][1] - reference[0]);
-        const float p2 = fast_exp2(s[nt][2] - reference[1]);
-        const float p3 = fast_exp2(s[nt][3] - reference[1]);
-        row_sum[0] += p0 + p1;
-        row_sum[1] += p2 + p3;
-        const int column = key0 + nt * 8 + 2 * quad_col;
-        store_p<PvType, Tile::kSplitP>(p_tile + quad_row * Tile::kPStride + column, Tile::kPTileBytes,
-                                       pv_operand(p0, 0), pv_operand(p1, 0));
-        store_p<PvType, Tile::kSplitP>(p_tile + (quad_row + 8) * Tile::kPStride + column, Tile::kPTileBytes,
-                                       pv_operand(p2, 1), pv_operand(p3, 1));
+        float probability[kR][kC];
+#pragma unroll
+        for (int r = 0; r < kR; ++r)
+#pragma unroll
+          for (int j = 0; j < kC; ++j) probability[r][j] = fast_exp2(s[nt][r * kC + j] - reference[r]);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          float part = probability[r][0];
+#pragma unroll
+          for (int j = 1; j < kC; ++j) part += probability[r][j];
+          row_sum[r] += part;
+        }
+        const int column = key0 + nt * Layout::kTileCols + Layout::col(lane, 0);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          float operand[kC];
+#pragma unroll
+          for (int j = 0; j < kC; ++j) operand[j] = pv_operand(probability[r][j], r);
+          store_p<PvType, Tile::kSplitP, kC>(p_tile + Layout::row(lane, r) * Tile::kPStride + column, Tile::kPTileBytes,
+                                             operand);
+        }
       }
       __syncthreads();
 
       // ---- O += P V for this warp's head dims ------------------------------
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const uint32_t a_address =
-            p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(PvType));
-        uint32_t a[Tile::kPTiles][4];
-#pragma unroll
-        for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[part], a_address + part * Tile::kPTileBytes);
-#pragma unroll
-        for (int np = 0; np < kNO / 2; ++np) {
-          // All of the bucket's dims (V's padding is zero): straight-line.
-          uint32_t b[4];
-          const int key = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
-          ldmatrix_x4_trans(b, v_stage + swizzled<kRowBytes>(key, (dim0 + np * 16) / 8 + lane / 16));
-#pragma unroll
-          for (int part = 0; part < Tile::kPTiles; ++part) {
-            float(&o)[kNO][4] = acc[part % Tile::kPvAccs];
-            mma_16x8x16<PvType>(o[2 * np], a[part], b[0], b[1]);
-            mma_16x8x16<PvType>(o[2 * np + 1], a[part], b[2], b[3]);
-          }
-        }
+      accumulate_pv<Tile>(acc, p_base, v_stage, dim0, lane);
+
+      if constexpr (kStages == 1) {
+        // The one stage is free once every warp is past its PV.
+        __syncthreads();
+        if (tile + 1 < num_tiles) load_tile(loader, 0, kv_lo + (tile + 1) * kBlockN);
+        copy_commit();
       }
     }
-    cp_async_wait<0>();
+    copy_wait<0>();
   }
 
   // ---- Final sums, LSE, output ----------------------------------------
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
-    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
-    if (quad_col == 0) sum_exchange[warp * Tile::kRows + quad_row + 8 * r] = row_sum[r];
+  for (int r = 0; r < kR; ++r) {
+    row_sum[r] = Layout::row_sum(row_sum[r]);
+    if (Layout::row_leader(lane)) sum_exchange[warp * Tile::kRows + Layout::row(lane, r)] = row_sum[r];
   }
   __syncthreads();
 
   const OutputTarget target = output_target(p, piece, chunk, queries);
   const int dim0 = warp * Tile::kDimsPerWarp;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = quad_row + 8 * r;
+  for (int r = 0; r < kR; ++r) {
+    const int row = Layout::row(lane, r);
     if (row >= rows_here) continue;
     float sum = 0.f;
 #pragma unroll
@@ -706,30 +719,31 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     }
     const int32_t query = target.row0 + row_query[r];
     void *const o = target.o;
-    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] +
-                          group * target.o_stride[2] + row_head[r] * target.o_stride[3];
+    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] + group * target.o_stride[2] +
+                          row_head[r] * target.o_stride[3];
 #pragma unroll
     for (int nt = 0; nt < kNO; ++nt) {
-      const int d = dim0 + nt * 8 + 2 * quad_col;
-      float x = acc[0][nt][2 * r];
-      float y = acc[0][nt][2 * r + 1];
+      const int d = dim0 + nt * Layout::kTileCols + Layout::col(lane, 0);
+      float x[kC];
 #pragma unroll
-      for (int h = 1; h < Tile::kPvAccs; ++h) {
-        x += acc[h][nt][2 * r];
-        y += acc[h][nt][2 * r + 1];
+      for (int j = 0; j < kC; ++j) {
+        x[j] = acc[0][nt][r * kC + j];
+#pragma unroll
+        for (int h = 1; h < Tile::kPvAccs; ++h) x[j] += acc[h][nt][r * kC + j];
+        x[j] *= o_scale;
       }
-      if (d < p.head_dim_v) store_pair(o, target.o_elem, o_row + d, x * o_scale, y * o_scale);
+      if (d < p.head_dim_v) store_row_elems<kC>(o, target.o_elem, o_row + d, x);
     }
-    if (warp == 0 && quad_col == 0 && target.lse != nullptr)
+    if (warp == 0 && Layout::row_leader(lane) && target.lse != nullptr)
       target.lse[target.batch * target.lse_stride[0] + group * target.lse_stride[1] +
                  row_head[r] * target.lse_stride[2] + query * target.lse_stride[3]] = lse;
   }
 }
 
 template <typename T, int kHeadDimBucket, bool kQuantised>
-__global__ void __launch_bounds__(ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads,
-                                  ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm)
-    splitk_forward_kernel(const __grid_constant__ ForwardParams p) {
+__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads),
+                                       (ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm))
+    splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
   extern __shared__ __align__(128) uint8_t smem[];
 

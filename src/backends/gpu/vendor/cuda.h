@@ -15,6 +15,8 @@ namespace fmha::gpu {
 
 // Backend name used in messages ("cuda merge: ...").
 constexpr const char kVendorName[] = "cuda";
+// The backend as messages name it ("the CUDA backend needs ...").
+#define FMHA_GPU_BACKEND_NAME "CUDA"
 
 // ---------------------------------------------------------------- runtime --
 
@@ -118,6 +120,9 @@ __device__ __forceinline__ uint32_t pack_bf162(float x, float y) {
 }
 
 // ----------------------------------------------------------------- lanes --
+
+// The minimum of `x` over the whole warp, on every lane (sm_80's redux).
+__device__ __forceinline__ uint32_t warp_min(uint32_t x) { return __reduce_min_sync(0xffffffffu, x); }
 
 // An aligned group of `lanes` consecutive lanes (a power of two up to
 // kWarpSize) of one warp; all of them must take part in each reduction.

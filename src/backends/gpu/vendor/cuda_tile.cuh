@@ -1,42 +1,51 @@
-// Thin wrappers over the PTX instructions the attention kernels are built
-// from (sm_80 and later): 16- and 4-byte cp.async with zero fill, ldmatrix, the
-// m16n8k16 tensor-core MMA with fp32 accumulation, and ex2.approx.
+// The CUDA side of the forward kernel's vendor layer (see vendor/tile.cuh
+// for the interface): thin wrappers over the PTX instructions it is built
+// from (sm_80 and later): 16- and 4-byte cp.async with zero fill, ldmatrix,
+// the m16n8k16 tensor-core MMA with fp32 accumulation, ex2.approx; the
+// fragment layout of that MMA; the tile shapes that suit NVIDIA SMs.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_TILE_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_VENDOR_CUDA_TILE_CUH_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "backends/gpu/kernels/smem_tile.cuh"
 
 namespace fmha::gpu::kernels {
 
-__device__ __forceinline__ uint32_t smem_address(const void *pointer) {
+// Shared memory is addressed by 32-bit shared-window addresses (what
+// cp.async and ldmatrix take).
+using SmemAddr = uint32_t;
+
+__device__ __forceinline__ SmemAddr smem_address(const void *pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
 // Copies 16 bytes global -> shared, bypassing L1 (K/V are streamed once).
 // With `valid` false nothing is read and the 16 bytes are zeroed, so tile
 // rows past the end of a sequence hold zeros, never stale NaNs.
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+__device__ __forceinline__ void copy_async_16(SmemAddr dst, const void *src, bool valid) {
   const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
 // Copies 4 bytes global -> shared (through L1: cp.async.cg only moves 16),
 // zero-filling when `valid` is false: rows whose starts are only 4-byte
 // aligned (quantised K/V, per-row scales).
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src, bool valid) {
+__device__ __forceinline__ void copy_async_4(SmemAddr dst, const void *src, bool valid) {
   const int src_bytes = valid ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
 // Waits until at most `kPending` committed groups are still in flight.
 template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
+__device__ __forceinline__ void copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
@@ -70,8 +79,7 @@ template <typename T>
 __device__ __forceinline__ void mma_16x8x16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 
 template <>
-__device__ __forceinline__ void mma_16x8x16<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                                    uint32_t b1) {
+__device__ __forceinline__ void mma_16x8x16<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
@@ -111,6 +119,147 @@ template <>
 __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float x, float y) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t *>(&h);
+}
+
+// A bf16 pair rounded to nearest (`hi`) and the rounding remainders as a
+// second bf16 pair (`lo`): P split into ~16 bits for two bf16 MMAs.
+__device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t *hi, uint32_t *lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 rounded = __bfloat1622float2(h);
+  *hi = *reinterpret_cast<const uint32_t *>(&h);
+  *lo = pack2<__nv_bfloat16>(x - rounded.x, y - rounded.y);
+}
+
+// `x` of lane (this lane ^ mask) of the warp; every lane takes part.
+__device__ __forceinline__ float lane_xor(float x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+
+// The accumulator fragment of mma.m16n8k16: a tile of 16 rows x 8 columns
+// over the 32 lanes of a warp. Lane l holds rows l / 4 and l / 4 + 8, and
+// in each the two adjacent columns 2 (l % 4), 2 (l % 4) + 1: element
+// [r * 2 + j] of its 4 is (row(r), col(j)). The 4 lanes of a quad share
+// their rows.
+struct FragmentLayout {
+  static constexpr int kTileRows = 16;
+  static constexpr int kTileCols = 8;  // columns (keys of S, dims of O) of one n-tile
+  static constexpr int kRowsPerLane = 2;
+  static constexpr int kColsPerRow = 2;  // adjacent columns a lane holds in each of its rows
+  static constexpr int kElems = kRowsPerLane * kColsPerRow;
+
+  __device__ __forceinline__ static int row(int lane, int r) { return lane / 4 + 8 * r; }
+  __device__ __forceinline__ static int col(int lane, int j) { return 2 * (lane % 4) + j; }
+  // The lane that speaks for its rows (writes shared exchanges, LSE).
+  __device__ __forceinline__ static bool row_leader(int lane) { return lane % 4 == 0; }
+  // Over the lanes holding the same rows (the quad), in a fixed order.
+  __device__ __forceinline__ static float row_max(float x) {
+    x = fmaxf(x, lane_xor(x, 1));
+    return fmaxf(x, lane_xor(x, 2));
+  }
+  __device__ __forceinline__ static float row_sum(float x) {
+    x += lane_xor(x, 1);
+    return x + lane_xor(x, 2);
+  }
+};
+
+// Tile shapes for NVIDIA SMs: 4 warps; 64 keys keep a K+V stage at 32 KB
+// for D 128, larger heads use 32 so a stage stays <= 64 KB and two CTAs
+// still fit an SM up to D 256. The quantised tiles use 32: their operand
+// tiles are single-buffered and the dequantisation per tile is on the
+// critical path, so shorter tiles and more resident CTAs overlap it best
+// (H200, B8 L32768: 64-key quantised tiles, 2 CTAs per SM, measured int4 g1
+// 796 us against 605 us at 32 keys, fp8 the same).
+// Stages and CTAs per SM: each tile's softmax and MMAs are a dependency
+// chain a few warps cannot hide, so more resident CTAs beat deeper
+// pipelines (H200, D 128, same code otherwise: 3 CTAs x 2 stages 87% of
+// the read bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages
+// (its 147 KB also fit the 163 KB an sm_80 block may use). Quantised
+// stages are packed rows, a quarter to a half of a T stage: 3 of them.
+template <int kHeadDim, bool kQuantised>
+struct TilePolicy {
+  static constexpr int kWarps = 4;
+  static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
+  static constexpr int kStages = kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
+  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
+};
+
+#define FMHA_GPU_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)
+
+// S = Q K^T of this warp's kKeysPerWarp keys (from key0) of the K tile at
+// k_stage, over the whole head-dim bucket (dims past Dqk are zero in Q and
+// K): straight-line, with even and odd k-steps in separate accumulators,
+// since the kernel is bound by this per-tile dependency chain, not by MMAs.
+// Q is kQTiles 16-row tiles (hi and lo parts of a split Q), summed.
+template <typename Tile>
+__device__ __forceinline__ void score_tile(float (&s)[Tile::kScoreTiles][4], SmemAddr q_base, SmemAddr k_stage,
+                                           int key0, int lane) {
+  constexpr int kNS = Tile::kScoreTiles;
+  constexpr int kRowBytes = Tile::kRowBytes;
+  using QkMma = typename Tile::QkMmaType;
+  static_assert(Tile::kKeysPerWarp == 8 || Tile::kKeysPerWarp == 16, "S tile of a warp: one or two n8 tiles");
+  float s_part[2][kNS][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int nt = 0; nt < kNS; ++nt) s_part[h][nt][0] = s_part[h][nt][1] = s_part[h][nt][2] = s_part[h][nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < Tile::kHeadDim / 16; ++ks) {
+    uint32_t a[Tile::kQTiles][4];
+#pragma unroll
+    for (int part = 0; part < Tile::kQTiles; ++part)
+      ldmatrix_x4(a[part],
+                  q_base + part * Tile::kRows * kRowBytes + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
+    if constexpr (kNS == 2) {
+      uint32_t b[4];
+      const int key = key0 + (lane / 16) * 8 + lane % 8;
+      ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+#pragma unroll
+      for (int part = 0; part < Tile::kQTiles; ++part) {
+        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
+        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][1], a[part], b[2], b[3]);
+      }
+    } else {
+      uint32_t b[2];
+      const int key = key0 + lane % 8;
+      ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+#pragma unroll
+      for (int part = 0; part < Tile::kQTiles; ++part)
+        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = s_part[0][nt][e] + s_part[1][nt][e];
+}
+
+// O += P V for this warp's kDimsPerWarp head dims (from dim0) over the
+// tile's keys: P from the kPTiles P tiles at p_base (row-major, kPStride),
+// V (row-major keys x dims, swizzled) transposed by ldmatrix. All of the
+// bucket's dims (V's padding is zero): straight-line.
+template <typename Tile>
+__device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::kOutTiles][4], SmemAddr p_base,
+                                              SmemAddr v_stage, int dim0, int lane) {
+  using PvType = typename Tile::PvType;
+  constexpr int kNO = Tile::kOutTiles;
+#pragma unroll
+  for (int kk = 0; kk < Tile::kBlockN / 16; ++kk) {
+    const uint32_t a_address =
+        p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(PvType));
+    uint32_t a[Tile::kPTiles][4];
+#pragma unroll
+    for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[part], a_address + part * Tile::kPTileBytes);
+#pragma unroll
+    for (int np = 0; np < kNO / 2; ++np) {
+      uint32_t b[4];
+      const int key = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
+      ldmatrix_x4_trans(b, v_stage + swizzled<Tile::kRowBytes>(key, (dim0 + np * 16) / 8 + lane / 16));
+#pragma unroll
+      for (int part = 0; part < Tile::kPTiles; ++part) {
+        float(&o)[kNO][4] = acc[part % Tile::kPvAccs];
+        mma_16x8x16<PvType>(o[2 * np], a[part], b[0], b[1]);
+        mma_16x8x16<PvType>(o[2 * np + 1], a[part], b[2], b[3]);
+      }
+    }
+  }
 }
 
 }  // namespace fmha::gpu::kernels

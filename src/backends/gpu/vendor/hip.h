@@ -24,6 +24,8 @@ namespace fmha::gpu {
 
 // Backend name used in messages ("hip merge: ...").
 constexpr const char kVendorName[] = "hip";
+// The backend as messages name it ("the HIP backend needs ...").
+#define FMHA_GPU_BACKEND_NAME "HIP"
 
 // ---------------------------------------------------------------- runtime --
 
@@ -136,6 +138,15 @@ __device__ __forceinline__ uint32_t pack_bf162(float x, float y) {
 #endif
 
 // ----------------------------------------------------------------- lanes --
+
+// The minimum of `x` over the whole wavefront, on every lane.
+__device__ __forceinline__ uint32_t warp_min(uint32_t x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+    const uint32_t other = static_cast<uint32_t>(__shfl_xor(static_cast<int>(x), offset));
+    x = other < x ? other : x;
+  }
+  return x;
+}
 
 // An aligned group of `lanes` consecutive lanes (a power of two up to
 // kWarpSize) of one wavefront; all of them must take part in each
