@@ -27,6 +27,20 @@ constexpr int64_t kItemsPerWorker = 2;
 // fastest unsplit).
 constexpr int64_t kShortSequenceKeys = 4096;
 
+// A GPU batch whose K/V work per SM is at most this many key rows x head
+// dims (every row tile's pass counted; 1.5 MiB of bf16 K and V) is small:
+// its split aims at kSmallBatchCtasPerSm CTAs per SM with pieces of at
+// least kLongPieceKeysGpu keys (see heuristic_choice). The H200 autotune
+// measured the gain up to 1 MiB per SM and a loss from 2 MiB
+// (docs/performance.md).
+constexpr double kSmallWorkPerSm = 3 << 17;
+constexpr int64_t kSmallBatchCtasPerSm = 2;
+constexpr int32_t kLongPieceKeysGpu = 512;
+
+// Query rows per CTA of the GPU forward kernels (one MMA row tile): each
+// range runs one CTA per row tile and head.
+constexpr int64_t kRowsPerCta = 16;
+
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
 int64_t ceil_div(int64_t numerator, int64_t denominator) { return (numerator + denominator - 1) / denominator; }
@@ -159,24 +173,26 @@ int64_t ranges_for_waves(const fmha_plan_data &plan, int64_t total_keys, int32_t
   return std::min({wanted, by_length, kMaxInt32});
 }
 
-// The heuristic's waves for the expected lengths (hint, or max_kv_seqlen
-// each): none (one range) when the longest sequence is no more work than
+// The heuristic's choice for the expected lengths (hint, or max_kv_seqlen
+// each): no waves (one range) when the longest sequence is no more work than
 // the mean load of a worker (the batch alone fills the device evenly);
 // otherwise enough that ranges x groups x K/V heads is a small multiple of
-// the workers.
-int32_t heuristic_waves(const fmha_plan_data &plan, int64_t total_keys, int64_t longest) {
+// the workers, with the shortest pieces that amortise their merge.
+ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, int64_t longest) {
   const fmha_splitk_problem &problem = plan.problem;
   const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
   const int64_t workers = std::max<int32_t>(1, plan.device.num_workers);
-  if (total_keys == 0) return 0;
+  const bool cpu = plan.device.dl_device_type == kDLCPU;
+  const int32_t min_piece = cpu ? kMinPieceKeysCpu : kMinPieceKeysGpu;
+  if (total_keys == 0) return ScheduleChoice{0, min_piece};
   // longest * workers <= total_keys * items_per_range, without overflow.
   const double mean_worker_load =
       static_cast<double>(total_keys) * static_cast<double>(items_per_range) / static_cast<double>(workers);
   const bool evenly = static_cast<double>(longest) <= mean_worker_load;
   // The CPU's threads take 2 items each, for balance.
-  if (plan.device.dl_device_type == kDLCPU) return evenly ? 0 : kItemsPerWorker;
+  if (cpu) return ScheduleChoice{evenly ? 0 : static_cast<int32_t>(kItemsPerWorker), min_piece};
   // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128,
-  // 2 at 256 and 1 beyond (backends/cuda/kernels/splitk_forward.cuh). The
+  // 2 at 256 and 1 beyond (TilePolicy in backends/gpu/vendor/cuda_tile.cuh). The
   // batch alone is the better partition only when its items fit one wave of
   // those and are short: otherwise a second, partly empty wave, or SMs
   // holding fewer CTAs than they could, cost more than the combine pass.
@@ -187,8 +203,29 @@ int32_t heuristic_waves(const fmha_plan_data &plan, int64_t total_keys, int64_t 
   const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
   const int64_t resident = head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
   const int64_t items = problem.batch * items_per_range;
-  if (evenly && items <= resident * workers && longest <= kShortSequenceKeys) return 0;
-  return head_dim <= 256 ? 3 : 2;
+  if (evenly && items <= resident * workers && longest <= kShortSequenceKeys) return ScheduleChoice{0, min_piece};
+  const ScheduleChoice waves3{head_dim <= 256 ? 3 : 2, min_piece};
+  // A small batch (little K/V work per SM) whose 256-key pieces would make
+  // more than 2 CTAs per SM, counting the row tiles of each range (MQA's 32
+  // query heads are 2 tiles): a third resident CTA hides little latency in
+  // a pass this short, while every extra piece reloads Q, writes a partial
+  // row and lengthens the combine. So it aims at 2 CTAs per SM with pieces
+  // of at least 512 keys (whole tiles, fewer pieces per sequence). H200
+  // autotune (h200-tune-36e52f1.json, fitted offline by
+  // bench/fit_heuristic.py): 1.02-1.48x on the batches of at most 1 MiB per
+  // SM (B 1-64, mostly B 1-4 with 16K-32K keys), at worst 2.4% slower than
+  // 3 waves of 256-key pieces. Batches whose 256-key pieces make at most 2
+  // CTAs per SM keep them (longer pieces lost there: B 4 L 2048), and
+  // ranges of more than 2 row tiles are unchanged (not measured).
+  const int64_t row_tiles = ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), kRowsPerCta);
+  if (head_dim > 256 || row_tiles < 1 || row_tiles > kSmallBatchCtasPerSm) return waves3;
+  const double ctas_per_range = static_cast<double>(items_per_range) * static_cast<double>(row_tiles);
+  const double work_per_sm = static_cast<double>(total_keys) * ctas_per_range * head_dim / static_cast<double>(workers);
+  const double short_piece_ctas = static_cast<double>(total_keys / kMinPieceKeysGpu) * ctas_per_range;
+  if (work_per_sm <= kSmallWorkPerSm &&
+      short_piece_ctas > static_cast<double>(kSmallBatchCtasPerSm) * static_cast<double>(workers))
+    return ScheduleChoice{static_cast<int32_t>(kSmallBatchCtasPerSm / row_tiles), kLongPieceKeysGpu};
+  return waves3;
 }
 
 bool refuse(std::string &message, std::string text) {
@@ -318,8 +355,7 @@ fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
       }
       used = *choice;
     } else {
-      used.waves = heuristic_waves(plan, total_keys, longest);
-      used.min_piece = plan.device.dl_device_type == kDLCPU ? kMinPieceKeysCpu : kMinPieceKeysGpu;
+      used = heuristic_choice(plan, total_keys, longest);
     }
     if (choice != nullptr) *choice = used;
     const int32_t min_piece = used.min_piece;

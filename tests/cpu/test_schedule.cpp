@@ -337,6 +337,47 @@ TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
   EXPECT_EQ(d256.num_ranges, 3 * 132 / 8);
 }
 
+// ... except a small batch (at most 1.5 MiB of K/V per SM) whose 256-key
+// pieces would make more than 2 CTAs per SM: 2 CTAs per SM, row tiles
+// counted, with pieces of at least 512 keys.
+TEST(Schedule, BalancedGivesSmallBatchesTwoCtasPerSmOfLongerPieces) {
+  Shape shape;
+  shape.batch = 1;
+  shape.max_kv_seqlen = 16384;
+  shape.heads_q = 64;
+  shape.heads_kv = 8;
+  shape.num_workers = 132;
+  shape.dl_device_type = kDLCUDA;
+  const fmha_plan_data one = scheduled(shape);
+  EXPECT_EQ(one.num_ranges, 16384 / 512) << "2 x 132 / 8 = 33 ranges, but none shorter than 512 keys";
+  EXPECT_EQ(one.kv_chunk_size, 512);
+  shape.batch = 8;
+  shape.max_kv_seqlen = 4096;
+  shape.heads_q = 32;
+  EXPECT_EQ(scheduled(shape).num_ranges, 2 * 132 / 8);
+  // MQA: 32 query heads over one K/V head are 2 row tiles of 16, so one
+  // range is 2 CTAs.
+  shape.batch = 4;
+  shape.max_kv_seqlen = 16384;
+  shape.heads_kv = 1;
+  const fmha_plan_data mqa = scheduled(shape);
+  EXPECT_EQ(mqa.num_ranges, 4 * 16384 / 512);
+  EXPECT_EQ(mqa.kv_chunk_size, 512);
+  // 256-key pieces that make at most 2 CTAs per SM stay (B 4 L 2048).
+  shape.heads_kv = 8;
+  shape.max_kv_seqlen = 2048;
+  const fmha_plan_data short_total = scheduled(shape);
+  EXPECT_EQ(short_total.num_ranges, 4 * 2048 / 256);
+  EXPECT_EQ(short_total.kv_chunk_size, 256);
+  // More work per SM keeps 3 waves of 256-key pieces: B 4 L 16384 at head
+  // dim 256 is 4 MiB per SM.
+  shape.max_kv_seqlen = 16384;
+  shape.head_dim_v = 256;
+  const fmha_plan_data large = scheduled(shape);
+  EXPECT_EQ(large.num_ranges, 3 * 132 / 8);
+  EXPECT_EQ(large.kv_chunk_size, 256);
+}
+
 TEST(Schedule, BalancedHintSplitsTheLongSequenceOfAnUnevenBatch) {
   Shape shape;
   shape.batch = 16;
