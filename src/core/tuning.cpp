@@ -25,9 +25,10 @@ namespace {
 // ------------------------------------------------------------ candidates --
 
 // The grid autotune searches. Waves: 0 is one range (nothing split by the
-// partition); the heuristic uses 3 or 2 (GPU) and 2 (CPU). The shortest
-// piece trades parallelism against the partial rows a split writes and
-// merges; the heuristic uses 256 keys (GPU) and 64 (CPU).
+// partition); the heuristic uses 3 or 2 (GPU; small batches 2 / row tiles)
+// and 2 (CPU). The shortest piece trades parallelism against the partial
+// rows a split writes and merges; the heuristic uses 256 keys (GPU; 512
+// for small batches) and 64 (CPU).
 constexpr int32_t kGpuWaves[] = {0, 1, 2, 3, 4, 6, 8};
 constexpr int32_t kGpuMinPieces[] = {256, 128, 512};
 constexpr int32_t kCpuWaves[] = {0, 1, 2, 4, 8};
