@@ -3,7 +3,9 @@
 through the Python binding on the CUDA backend, for the CUDA quantisation
 and MLA issue's grid: Hq 16, page size 64, B in {64, 128, 256}, L in {1024,
 4096, 8192}, and B=128 with lengths uniform in 1..8192 beside the uniform
-batch of the same total keys.
+batch of the same total keys. With --fp8 the latents are fp8 E4M3FN codes
+(one per-tensor float32 kv scale, a device scalar) and Q stays bf16: the
+issue's MLA fp8 rows, timed beside the bf16 ones of the same run.
 
 Timing as bench/peers.py: several input sets (together > 8x the 60 MB L2)
 captured into one CUDA graph, one run per set, median per call over >= 50
@@ -33,11 +35,17 @@ def lcg_lengths(batch, max_len, seed=12345):
     return out
 
 
-def make_set(lens, gen):
+def make_set(lens, gen, fp8=False):
     batch = len(lens)
     pages_per_seq = -(-max(lens) // PAGE)
     num_pages = sum(-(-n // PAGE) for n in lens)
     cache = torch.randn(num_pages * PAGE, 1, DQK, generator=gen, device="cuda").to(torch.bfloat16)
+    scale = None
+    if fp8:
+        # Codes of the bf16 latents scaled into E4M3FN's range; the
+        # reference reads the dequantised values.
+        scale = (cache.float().abs().amax() / 448.0).reshape(1)
+        cache = (cache.float() / scale).to(torch.float8_e4m3fn).view(torch.uint8)
     perm = torch.randperm(num_pages, generator=gen, device="cuda").to(torch.int32)
     table = torch.zeros(batch, pages_per_seq, dtype=torch.int32, device="cuda")
     at = 0
@@ -47,38 +55,41 @@ def make_set(lens, gen):
         at += p
     q = torch.randn(batch, 1, HQ, DQK, generator=gen, device="cuda").to(torch.bfloat16)
     o = torch.empty(batch, 1, HQ, DV, dtype=torch.bfloat16, device="cuda")
-    return dict(q=q, k=cache, table=table, o=o, num_pages=num_pages, pages_per_seq=pages_per_seq)
+    return dict(q=q, k=cache, scale=scale, table=table, o=o, num_pages=num_pages, pages_per_seq=pages_per_seq)
 
 
 def reference(s, lens, b):
     n = lens[b]
     rows = (s["table"][b, :(n + PAGE - 1) // PAGE].long()[:, None] * PAGE + torch.arange(PAGE, device="cuda")).reshape(-1)[:n]
-    lat = s["k"][rows, 0].float()                        # [n, 576]
+    lat = s["k"][rows, 0]
+    lat = lat.view(torch.float8_e4m3fn).float() * s["scale"] if s["scale"] is not None else lat.float()  # [n, 576]
     q = s["q"][b, 0].float()                             # [16, 576]
     p = torch.softmax(q @ lat.T * DQK ** -0.5, dim=-1)
     return p @ lat[:, :DV]
 
 
-def run_problem(name, lens, replays, gen):
-    seq_bytes = sum(lens) * DQK * 2
+def run_problem(name, lens, replays, gen, fp8=False):
+    seq_bytes = sum(lens) * DQK * (1 if fp8 else 2)
     sets = max(2, min(32, -(-8 * L2_BYTES // seq_bytes)))
-    data = [make_set(lens, gen) for _ in range(sets)]
+    data = [make_set(lens, gen, fp8) for _ in range(sets)]
     kv_len = torch.tensor(lens, dtype=torch.int32, device="cuda")
     s0 = data[0]
     plan = fmha_splitk.Plan(backend="cuda", batch=len(lens), max_q_seqlen=1, max_kv_seqlen=max(lens), heads_q=HQ,
                             heads_kv=1, head_dim_qk=DQK, head_dim_v=DV, q_dtype="bf16", flags=["v_from_k"],
                             kv_layout=fmha_splitk.KvLayout.PAGED, page_size=PAGE,
                             num_pages=max(d["num_pages"] for d in data),
-                            max_pages_per_seq=max(d["pages_per_seq"] for d in data), kv_seqlen_hint=lens)
+                            max_pages_per_seq=max(d["pages_per_seq"] for d in data), kv_seqlen_hint=lens,
+                            **(dict(kv_quant="fp8", fp8_format="e4m3fn", kv_scale_kind="f32",
+                                    kv_scale_granularity="per_tensor") if fp8 else {}))
     stream = torch.cuda.Stream()
     # Every set's cache must hold num_pages pages: pad the smaller ones.
     pages = max(d["num_pages"] for d in data)
     for d in data:
         if d["num_pages"] < pages:
-            d["k"] = torch.cat([d["k"], torch.zeros((pages - d["num_pages"]) * PAGE, 1, DQK, dtype=torch.bfloat16,
+            d["k"] = torch.cat([d["k"], torch.zeros((pages - d["num_pages"]) * PAGE, 1, DQK, dtype=d["k"].dtype,
                                                     device="cuda")])
     call = lambda d: plan.run(q=d["q"], k=d["k"], o=d["o"], kv_seqlen=kv_len, block_table=d["table"],
-                              stream=stream.cuda_stream)
+                              k_scale=d["scale"], stream=stream.cuda_stream)
     with torch.cuda.stream(stream):
         for d in data:
             call(d)
@@ -102,7 +113,8 @@ def run_problem(name, lens, replays, gen):
             times.append(start.elapsed_time(end) * 1000.0 / sets)
     info = plan.info
     plan.close() if hasattr(plan, "close") else None
-    return dict(name=name, kind="mla" if len(set(lens)) == 1 else "mla_varlen", dtype="bf16",
+    kind = ("mla" if len(set(lens)) == 1 else "mla_varlen") if not fp8 else "mla_fp8"
+    return dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16", reference=name[:-4] if fp8 else None,
                 kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
                 kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
 
@@ -112,6 +124,7 @@ def main():
     ap.add_argument("--out", default="mla.json")
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--read-gbps", type=float, default=0.0, help="read bandwidth of the same run, for pct_read")
+    ap.add_argument("--fp8", action="store_true", help="also time fp8 latents (kind mla_fp8) beside each bf16 problem")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
@@ -119,10 +132,13 @@ def main():
     varlen = lcg_lengths(128, 8192)
     mean = sum(varlen) // len(varlen)
     problems += [("mla_varlen_b128_l8192", varlen), ("mla_uniform_b128_equal", [mean] * 127 + [sum(varlen) - 127 * mean])]
+    runs = [(name, lens, False) for name, lens in problems]
+    if args.fp8:
+        runs += [(name + "_fp8", lens, True) for name, lens in problems if "varlen" not in name and "equal" not in name]
     results = []
-    for name, lens in problems:
+    for name, lens, fp8 in runs:
         try:
-            r = run_problem(name, lens, args.replays, gen)
+            r = run_problem(name, lens, args.replays, gen, fp8)
         except Exception as e:  # report and go on
             print(f"{name:26s} FAILED: {e}", flush=True)
             continue

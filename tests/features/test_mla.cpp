@@ -2,7 +2,8 @@
 // dims of the K rows (FMHA_FLAG_V_FROM_K: one buffer, no V tensor), paged
 // (page sizes 1, 16, 64) or ragged CSR with and without kv_last_page_len,
 // bf16 or fp8 K (per-tensor float32 k_scale [1]) with bf16 or fp8 Q
-// (FMHA_FLAG_FP8_QK, per-tensor q_scale [1]), bf16 output, Hq 16..128 and
+// (FMHA_FLAG_FP8_QK, per-tensor q_scale [1]), bf16 output, or f16 latents
+// and output, Hq 16..128 and
 // Mq 1..4. The cases are listed by hand so that every head count meets
 // every dtype mode, both layouts and several split modes.
 #include <gtest/gtest.h>
@@ -16,8 +17,8 @@
 namespace fmha_test {
 namespace {
 
-enum MlaDtype { kBf16, kFp8Kv, kFp8KvQ };
-const char *const kMlaDtypeNames[] = {"bf16", "fp8kv", "fp8kvq"};
+enum MlaDtype { kBf16, kFp8Kv, kFp8KvQ, kF16 };
+const char *const kMlaDtypeNames[] = {"bf16", "fp8kv", "fp8kvq", "f16"};
 
 struct MlaCase {
   int32_t heads_q, queries;
@@ -36,6 +37,7 @@ const MlaCase kMlaCases[] = {
     {16, 2, kFp8Kv, false, 64, true, false, 500}, {64, 4, kFp8KvQ, false, 16, true, true, 0},
     {128, 2, kFp8Kv, true, 16, false, false, 1},  {16, 3, kFp8KvQ, true, 16, true, false, 2},
     {64, 1, kBf16, true, 1, false, false, 7},     {128, 4, kFp8Kv, false, 1, true, true, -1},
+    {16, 1, kF16, false, 16, true, false, 0},     {64, 2, kF16, true, 64, true, true, 1},
 };
 
 std::vector<AttentionCase> mla_cases() {
@@ -44,7 +46,7 @@ std::vector<AttentionCase> mla_cases() {
   for (size_t t = 0; t < std::size(kMlaCases); ++t) {
     const MlaCase &m = kMlaCases[t];
     AttentionCase c;
-    c.dtype = Dtype::bf16;
+    c.dtype = m.dtype == kF16 ? Dtype::f16 : Dtype::bf16;
     c.four_d = true;
     c.heads_q = m.heads_q;
     c.heads_kv = 1;

@@ -113,11 +113,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
               problem.head_dim_qk, problem.head_dim_v);
     return FMHA_STATUS_NOT_SUPPORTED;
   }
-  if (mla && (quantised || problem.q_dtype != FMHA_DTYPE_BF16)) {
+  if (mla && problem.kv_quant == FMHA_KV_QUANT_INT4) {
     write_msg(msg,
               "the " FMHA_GPU_BACKEND_NAME
-              " backend runs MLA decode with bf16 Q and latents only, not q_dtype %s with %s latents (yet)",
-              dtype_name(problem.q_dtype), quantised ? kv_quant_name(problem.kv_quant) : dtype_name(problem.kv_dtype));
+              " backend runs MLA decode with f16, bf16 or fp8 latents, not int4 (kv_quant %s)",
+              kv_quant_name(problem.kv_quant));
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   // fp8 Q (FMHA_FLAG_FP8_QK) comes with fp8 K/V (the core checks).
@@ -137,7 +137,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     return FMHA_STATUS_NOT_SUPPORTED;
   }
   const int bucket = mla ? 576 : forward_head_dim_bucket(std::max(problem.head_dim_qk, problem.head_dim_v));
-  if (quantised && bucket > 256) {
+  if (quantised && bucket > 256 && !mla) {
     write_msg(msg, "the " FMHA_GPU_BACKEND_NAME " backend reads %s K/V for head dims up to 256, not head_dim_qk %d",
               kv_quant_name(problem.kv_quant), problem.head_dim_qk);
     return FMHA_STATUS_NOT_SUPPORTED;
@@ -257,9 +257,11 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const auto packed_row_bytes = [&](const fmha_view &view) {
     return view.shape[view.ndim - 1] * static_cast<int64_t>(element_bytes(view.elem));
   };
+  // (FMHA_FLAG_V_FROM_K: no V view; V's rows are K's.)
+  const fmha_view &v_rows = views.v.data != nullptr ? views.v : views.k;
   const bool kv_copy16 = quantised && rows_aligned(views.k, views.k.ndim - 1) &&
-                         rows_aligned(views.v, views.v.ndim - 1) && packed_row_bytes(views.k) % 16 == 0 &&
-                         packed_row_bytes(views.v) % 16 == 0;
+                         rows_aligned(v_rows, v_rows.ndim - 1) && packed_row_bytes(views.k) % 16 == 0 &&
+                         packed_row_bytes(v_rows) % 16 == 0;
   struct {
     const char *name;
     const fmha_view &view;
@@ -377,7 +379,8 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     params.kv_scale_kind = problem.kv_scale_kind;
     params.kv_scale_granularity = problem.kv_scale_granularity;
     params.kv_copy16 = kv_copy16;
-    // With FMHA_FLAG_V_FROM_K there is no v_scale; MLA is refused above.
+    // With FMHA_FLAG_V_FROM_K there is no V view or v_scale: the loader
+    // stages K rows only, decoded with k_scale.
     params.k_scale = views.k_scale.data;
     params.v_scale = views.v_scale.data;
     for (int d = 0; d < views.k_scale.ndim && d < 4; ++d) params.k_scale_stride[d] = views.k_scale.stride[d];
@@ -448,7 +451,7 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
     case 256:
       return info(kernels::ForwardTile<T, 256, kQuantised>{});
     case 576:
-      return info(kernels::ForwardTile<T, 576, false>{});
+      return info(kernels::ForwardTile<T, 576, kQuantised>{});
     default:
       return info(kernels::ForwardTile<T, 512, false>{});
   }

@@ -46,10 +46,8 @@ fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim
       if constexpr (!kQuantised) return launch_forward_bucket<T, 512, false>(params, grid, device, stream, msg);
       break;
     case 576:
-      // MLA (V_FROM_K): bf16 latents only (plan_forward refuses the rest).
-      if constexpr (!kQuantised && std::is_same_v<T, bf16_t>)
-        return launch_forward_bucket<T, 576, false>(params, grid, device, stream, msg);
-      break;
+      // MLA (V_FROM_K): f16 / bf16 latents, or fp8 ones (quantised).
+      return launch_forward_bucket<T, 576, kQuantised>(params, grid, device, stream, msg);
     default:
       break;
   }

@@ -94,7 +94,9 @@ __device__ __forceinline__ __half2 fp8_pair_to_half(uint32_t codes, bool fnuz) {
   return value;
 }
 
-template <int kHeadDim, int kBlockN, int kThreads>
+// kVFromK (MLA, FMHA_FLAG_V_FROM_K): only K rows are staged and decoded,
+// the kernel reads V from the K operand tile; there is no V view or scale.
+template <int kHeadDim, int kBlockN, int kThreads, bool kVFromK = false>
 class QuantKvTileLoader {
  public:
   // Operand tiles: fp16, swizzled as in KvTileLoader. Staged rows: the
@@ -103,17 +105,21 @@ class QuantKvTileLoader {
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static constexpr int kStagedRowBytes = kHeadDim;
-  static constexpr int kStagedScaleOffset = 2 * kBlockN * kStagedRowBytes;  // K then V scale words
-  static constexpr int kStageBytes = kStagedScaleOffset + 2 * kBlockN * 4;
+  static constexpr int kStagedRows = kVFromK ? kBlockN : 2 * kBlockN;  // K rows, then V rows
+  static constexpr int kStagedScaleOffset = kStagedRows * kStagedRowBytes;  // K then V scale words
+  static constexpr int kStageBytes = kStagedScaleOffset + kStagedRows * 4;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 8 dims per dequantised chunk
-  // load(): the 2 * kBlockN staged rows (K, then V) are shared out whole,
-  // kThreadsPerRow threads to a row, so a row's position is found once.
-  static constexpr int kThreadsPerRow = kThreads / (2 * kBlockN);
-  // dequantise(): a thread always decodes the same chunk of its rows.
-  static constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  // load(): the staged rows are shared out whole, kThreadsPerRow threads to
+  // a row, so a row's position is found once.
+  static constexpr int kThreadsPerRow = kThreads / kStagedRows;
+  // dequantise(): a thread always decodes the same chunk of its rows, when
+  // the threads divide into whole rows; MLA's 72 chunks (576 dims) are
+  // dealt out flat instead, tid + i * kThreads.
+  static constexpr bool kFlat = kThreads % kChunksPerRow != 0;
+  static constexpr int kRowsPerPass = kFlat ? 1 : kThreads / kChunksPerRow;
   static_assert(kHeadDim >= 64, "int4 rows must fit the staged row");
-  static_assert(kThreadsPerRow >= 1 && kThreads % (2 * kBlockN) == 0, "whole rows per thread group");
-  static_assert(kThreads % kChunksPerRow == 0 && kBlockN % kRowsPerPass == 0, "fixed chunk per thread");
+  static_assert(kThreadsPerRow >= 1 && kThreads % kStagedRows == 0, "whole rows per thread group");
+  static_assert(kFlat || kBlockN % kRowsPerPass == 0, "fixed chunk per thread");
 
   __device__ QuantKvTileLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int tid)
       : seq_(p.seq),
@@ -131,7 +137,7 @@ class QuantKvTileLoader {
     v_stride0_ = p.v_stride[0] * unit;
     v_stride1_ = p.v_stride[1] * unit;
     k_ = static_cast<const uint8_t *>(p.k) + (group * p.k_stride[2] + head_kv * p.k_stride[3]) * unit;
-    v_ = static_cast<const uint8_t *>(p.v) + (group * p.v_stride[2] + head_kv * p.v_stride[3]) * unit;
+    v_ = kVFromK ? k_ : static_cast<const uint8_t *>(p.v) + (group * p.v_stride[2] + head_kv * p.v_stride[3]) * unit;
     k_row_bytes_ = int4_ ? 4 * (groups_ + p.head_dim_qk / 8) : p.head_dim_qk;
     v_row_bytes_ = int4_ ? 4 * (groups_ + p.head_dim_v / 8) : p.head_dim_v;
     chunk_ = tid % kChunksPerRow;
@@ -154,7 +160,8 @@ class QuantKvTileLoader {
                                         ? group * p.v_scale_stride[0] + head_kv * p.v_scale_stride[1]
                                         : 0;
       k_scale_ = static_cast<const uint32_t *>(p.k_scale) + head_offset;
-      v_scale_ = static_cast<const uint32_t *>(p.v_scale) + v_head_offset;
+      // (V_FROM_K: V's values are K's, decoded with K's scale.)
+      v_scale_ = kVFromK ? k_scale_ : static_cast<const uint32_t *>(p.v_scale) + v_head_offset;
       k_scale_stride0_ = p.k_scale_stride[0];
       k_scale_stride1_ = p.k_scale_stride[1];
       v_scale_stride0_ = p.v_scale_stride[0];
@@ -172,7 +179,7 @@ class QuantKvTileLoader {
   // written by dequantise() and must read as 0 (Q's and P's zero padding
   // multiplies them). Needs a __syncthreads() before the first read.
   __device__ void zero_tiles(uint8_t *k_tile, uint8_t *v_tile, int tid) const {
-    for (int i = tid; i < 2 * kTileBytes / 16; i += kThreads) {
+    for (int i = tid; i < (kVFromK ? 1 : 2) * kTileBytes / 16; i += kThreads) {
       uint8_t *const at = i < kTileBytes / 16 ? k_tile + 16 * i : v_tile + 16 * i - kTileBytes;
       *reinterpret_cast<uint4 *>(at) = make_uint4(0, 0, 0, 0);
     }
@@ -215,6 +222,18 @@ class QuantKvTileLoader {
   // Decodes the staged tile into the fp16 operand tiles. Between two
   // __syncthreads().
   __device__ void dequantise(const uint8_t *stage, uint8_t *k_tile, uint8_t *v_tile, int tid) const {
+    if constexpr (kFlat) {
+      // Only MLA's K rows (kVFromK), every chunk inside Dqk = the bucket.
+      static_assert(kVFromK, "flat decoding is MLA's");
+      for (int i = tid; i < kBlockN * kChunksPerRow; i += kThreads) {
+        const int row = i / kChunksPerRow;
+        const int chunk = i % kChunksPerRow;
+        *reinterpret_cast<uint4 *>(k_tile + swizzled<kRowBytes>(row, chunk)) =
+            decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_,
+                         int4_ && groups_ > 0 ? (8 * chunk) / (kHeadDim / groups_) : 0, chunk);
+      }
+      return;
+    }
     const int first_row = tid / kChunksPerRow;
 #pragma unroll
     for (int pass = 0; pass < kBlockN / kRowsPerPass; ++pass) {
@@ -222,28 +241,29 @@ class QuantKvTileLoader {
       const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
       if (k_chunk_valid_)
         *reinterpret_cast<uint4 *>(k_tile + offset) =
-            decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, k_coefficient_);
-      if (v_chunk_valid_)
+            decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, k_coefficient_,
+                         chunk_);
+      if (!kVFromK && v_chunk_valid_)
         *reinterpret_cast<uint4 *>(v_tile + offset) =
             decode_chunk(stage + (kBlockN + row) * kStagedRowBytes, stage + kStagedScaleOffset + 4 * (kBlockN + row),
-                         v_fixed_, v_coefficient_);
+                         v_fixed_, v_coefficient_, chunk_);
     }
   }
 
  private:
-  // Dims 8c .. 8c + 7 (c = chunk_) of one staged row as fp16: int4 with
+  // Dims 8c .. 8c + 7 (c = chunk) of one staged row as fp16: int4 with
   // the row's coefficient word `coefficient`; fp8 with the staged per-row
   // scale word `scale_word` or the CTA's `fixed` one.
   __device__ __forceinline__ uint4 decode_chunk(const uint8_t *row, const uint8_t *scale_word, uint32_t fixed,
-                                                int coefficient) const {
+                                                int coefficient, int chunk) const {
     if (int4_) {
       const uint32_t *words = reinterpret_cast<const uint32_t *>(row);
       const uint32_t coefficients = words[coefficient];
-      return int4_word_to_half(words[groups_ + chunk_], __half2half2(__ushort_as_half(coefficients & 0xffffu)),
+      return int4_word_to_half(words[groups_ + chunk], __half2half2(__ushort_as_half(coefficients & 0xffffu)),
                                __half2half2(__ushort_as_half(coefficients >> 16)));
     }
     const uint32_t word = per_row_ ? *reinterpret_cast<const uint32_t *>(scale_word) : fixed;
-    const uint2 codes = *reinterpret_cast<const uint2 *>(row + 8 * chunk_);
+    const uint2 codes = *reinterpret_cast<const uint2 *>(row + 8 * chunk);
     const __half2 values[4] = {fp8_pair_to_half(codes.x, fnuz_), fp8_pair_to_half(codes.x >> 16, fnuz_),
                                fp8_pair_to_half(codes.y, fnuz_), fp8_pair_to_half(codes.y >> 16, fnuz_)};
     uint32_t out[4];

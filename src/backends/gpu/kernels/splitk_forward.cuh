@@ -101,7 +101,7 @@ struct ForwardTile {
   // Separate O accumulators for the two parts, except at D 512 (registers).
   static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 ? 2 : 1;
 
-  using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads>,
+  using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads, kVFromK>,
                                     KvTileLoader<T, kHeadDim, kBlockN, kThreads>>;
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
@@ -121,7 +121,13 @@ struct ForwardTile {
   static constexpr int kMaxOffset = kPOffset + kPTiles * kPTileBytes;
   static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * static_cast<int>(sizeof(float));
   static constexpr int kQScaleOffset = kSumOffset + kWarps * kRows * static_cast<int>(sizeof(float));
-  static constexpr int kSmemBytes = kQScaleOffset + (kSplitQ ? kRows * static_cast<int>(sizeof(float)) : 0);
+  // A split Q row's chunks are adjacent lanes of one warp (power-of-two
+  // chunk counts up to a warp), which agree on its scale by shuffles; else
+  // (MLA's 72 chunks) the row maxima meet in shared memory (kQTopOffset).
+  static constexpr int kQChunks = kRowBytes / 16;
+  static constexpr bool kQRowInWarp = (kQChunks & (kQChunks - 1)) == 0 && kQChunks <= kWarpSize;
+  static constexpr int kQTopOffset = kQScaleOffset + (kSplitQ ? kRows * static_cast<int>(sizeof(float)) : 0);
+  static constexpr int kSmemBytes = kQTopOffset + (kSplitQ && !kQRowInWarp ? kRows * static_cast<int>(sizeof(float)) : 0);
 
   static_assert(kKeysPerWarp % Layout::kTileCols == 0, "S columns of a warp: whole n-tiles");
   static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: 16-column steps");
@@ -429,19 +435,19 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     // (its codes are exact in fp16).
     constexpr int kChunks = kRowBytes / 16;
     if constexpr (Tile::kSplitQ) {
-      // bf16 Q to fp16 hi + lo. A row's kChunks chunks are adjacent lanes
-      // of one warp, which agree on the row's scale 2^e (max |q| * 2^e in
-      // [2^14, 2^15): no fp16 overflow, the low part mostly normal); the
-      // scores are multiplied back by 2^-e.
-      // Each pass of the loop below then takes whole warps (the shuffle needs
-      // every lane of a warp, or none).
-      static_assert(kWarpSize % kChunks == 0 && (Tile::kRows * kChunks) % kWarpSize == 0, "rows within warps");
+      // bf16 Q to fp16 hi + lo, after scaling each row by 2^e (max |q| *
+      // 2^e in [2^14, 2^15): no fp16 overflow, the low part mostly normal);
+      // the scores are multiplied back by 2^-e. The row's maximum comes
+      // from the lanes holding its chunks (kQRowInWarp: shuffles; each pass
+      // of the loop then takes whole warps), or through shared memory.
+      static_assert(!Tile::kQRowInWarp || (Tile::kRows * kChunks) % kWarpSize == 0, "rows within warps");
       const uint16_t *q = static_cast<const uint16_t *>(p.q);
       float *const q_row_scale = reinterpret_cast<float *>(smem + Tile::kQScaleOffset);
-      for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
-        const int row = i / kChunks;
-        const int c = i % kChunks;
-        float x[8] = {};
+      uint32_t *const q_row_top = reinterpret_cast<uint32_t *>(smem + Tile::kQTopOffset);
+      // The 8 values of chunk c of tile row `row` (0 past the rows and Dqk).
+      const auto load_chunk = [&](int row, int c, float (&x)[8]) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = 0.f;
         if (row < rows_here && c * 8 < p.head_dim_qk) {
           const int32_t packed = row0 + row;
           const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
@@ -456,11 +462,37 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
             x[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
           }
         }
+      };
+      const auto chunk_top = [](const float (&x)[8]) {
         float top = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) top = fmaxf(top, fabsf(x[j]));
+        return top;
+      };
+      if constexpr (!Tile::kQRowInWarp) {
+        // Non-negative floats order as their bits: an integer maximum.
+        for (int i = tid; i < Tile::kRows; i += Tile::kThreads) q_row_top[i] = 0u;
+        __syncthreads();
+        for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
+          float x[8];
+          load_chunk(i / kChunks, i % kChunks, x);
+          atomicMax(&q_row_top[i / kChunks], __float_as_uint(chunk_top(x)));
+        }
+        __syncthreads();
+      }
+      for (int i = tid; i < Tile::kRows * kChunks; i += Tile::kThreads) {
+        const int row = i / kChunks;
+        const int c = i % kChunks;
+        float x[8];
+        load_chunk(row, c, x);
+        float top;
+        if constexpr (Tile::kQRowInWarp) {
+          top = chunk_top(x);
 #pragma unroll
-        for (int lanes = kChunks / 2; lanes > 0; lanes /= 2) top = fmaxf(top, lane_xor(top, lanes));
+          for (int lanes = kChunks / 2; lanes > 0; lanes /= 2) top = fmaxf(top, lane_xor(top, lanes));
+        } else {
+          top = __uint_as_float(q_row_top[row]);
+        }
         // exponent(top) = floor(log2(top)); the shift stays inside fp32's
         // normal range; zero, inf and NaN rows keep scale 1.
         int shift = 0;
@@ -547,7 +579,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       }
       const int stage = tile % kStages;
       SmemAddr k_stage = k_base;
-      SmemAddr v_stage = v_base;
+      SmemAddr v_stage = Tile::kVFromK ? k_base : v_base;
       if constexpr (Tile::kQuantised) {
         // Decode the staged tile into the operand tiles; the previous
         // tile's readers are past the barrier above.
