@@ -173,6 +173,25 @@ int64_t ranges_for_waves(const fmha_plan_data &plan, int64_t total_keys, int32_t
   return std::min({wanted, by_length, kMaxInt32});
 }
 
+// AMD GPUs (HIP): the split count of the reference operator's HIP
+// heuristic (get_split_k in the seeds' triton_splitk.py), the issue's
+// starting point, for B sequences of Mk keys over G x H K/V heads: about
+// (Mk + B H) / (B H) splits, fewer while a split would hold under 64 keys,
+// halved down to 1024 / (B G H), one more when the split size is not a
+// multiple of 64, at most 512. Its paged rule (no split longer than a
+// page) is left out: that is its kernel's limit, not ours.
+int64_t reference_hip_split_k(int64_t batch, int64_t groups, int64_t heads, int64_t keys) {
+  const int64_t bh = std::max<int64_t>(batch * heads, 1);
+  constexpr int64_t kChunk = 64;
+  int64_t split = std::max<int64_t>(keys + bh - 1, 1024) / bh;
+  const double stop = std::max(1024.0 / static_cast<double>(std::max<int64_t>(batch * groups * heads, 1)), 1.0);
+  while (split > 1 && static_cast<double>(keys) / static_cast<double>(split - 1) < kChunk) --split;
+  while (static_cast<double>(split) > stop) split /= 2;
+  const int64_t split_size = ceil_div(keys, std::max<int64_t>(split, 1));
+  if (split_size / kChunk * kChunk < split_size) ++split;
+  return std::clamp<int64_t>(split, 1, 512);
+}
+
 // The heuristic's choice for the expected lengths (hint, or max_kv_seqlen
 // each): no waves (one range) when the longest sequence is no more work than
 // the mean load of a worker (the batch alone fills the device evenly);
@@ -191,6 +210,17 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   const bool evenly = static_cast<double>(longest) <= mean_worker_load;
   // The CPU's threads take 2 items each, for balance.
   if (cpu) return ScheduleChoice{evenly ? 0 : static_cast<int32_t>(kItemsPerWorker), min_piece};
+  if (plan.device.dl_device_type == kDLROCM) {
+    // The reference's split count as a balanced partition: B x split_k
+    // ranges (about: whole waves of the CUs), so a uniform batch gets
+    // split_k pieces per sequence and an uneven one the same work per CU;
+    // pieces of at least its 64-key chunk. Untuned: no AMD GPU has run it.
+    const int64_t split = reference_hip_split_k(problem.batch, problem.groups, problem.heads_kv, longest);
+    constexpr int32_t kHipMinPiece = 64;
+    if (split <= 1) return ScheduleChoice{0, kHipMinPiece};
+    const int64_t waves = ceil_div(problem.batch * split * items_per_range, workers);
+    return ScheduleChoice{static_cast<int32_t>(std::min<int64_t>(waves, kMaxInt32)), kHipMinPiece};
+  }
   // A GPU's forward kernels keep 3 CTAs resident per SM up to head dim 128,
   // 2 at 256 and 1 beyond (TilePolicy in backends/gpu/vendor/cuda_tile.cuh). The
   // batch alone is the better partition only when its items fit one wave of

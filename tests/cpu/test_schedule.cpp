@@ -378,6 +378,35 @@ TEST(Schedule, BalancedGivesSmallBatchesTwoCtasPerSmOfLongerPieces) {
   EXPECT_EQ(large.kv_chunk_size, 256);
 }
 
+// AMD GPUs start from the reference operator's HIP split count, as a
+// balanced partition of about B x split_k ranges with 64-key pieces: B 1
+// L 32768 over 8 K/V heads splits 128 ways (the reference's count) rounded
+// up to whole waves of the CUs; B 128 L 8192 is not split.
+TEST(Schedule, BalancedOnAmdGpusStartsFromTheReferenceSplitCount) {
+  Shape shape;
+  shape.heads_kv = 8;
+  shape.heads_q = 32;
+  shape.num_workers = 304;
+  shape.dl_device_type = kDLROCM;
+  shape.batch = 1;
+  shape.max_kv_seqlen = 32768;
+  const fmha_plan_data one = scheduled(shape);
+  EXPECT_EQ(one.schedule, FMHA_SCHEDULE_BALANCED);
+  EXPECT_EQ(one.kv_chunk_size, 64);
+  EXPECT_GE(one.num_ranges, 128);
+  EXPECT_LE(one.num_ranges, 128 + 304 / 8);
+  shape.batch = 64;
+  shape.max_kv_seqlen = 4096;
+  const fmha_plan_data batch = scheduled(shape);
+  EXPECT_GE(batch.num_ranges, 64 * 2);
+  EXPECT_LE(batch.num_ranges, 64 * 2 + 304 / 8);
+  shape.batch = 128;
+  shape.max_kv_seqlen = 8192;
+  const fmha_plan_data large = scheduled(shape);
+  EXPECT_EQ(large.num_ranges, 1);
+  EXPECT_EQ(large.max_partials, 0);
+}
+
 TEST(Schedule, BalancedHintSplitsTheLongSequenceOfAnUnevenBatch) {
   Shape shape;
   shape.batch = 16;
