@@ -166,9 +166,8 @@ int64_t ranges_for_waves(const fmha_plan_data &plan, int64_t total_keys, int32_t
   const int64_t workers = std::max<int32_t>(1, plan.device.num_workers);
   // A GPU's wave is rounded down so that no CTA is left for another wave;
   // the CPU's threads round up, for balance.
-  const int64_t wanted = plan.device.dl_device_type == kDLCPU
-                             ? ceil_div(waves * workers, items_per_range)
-                             : std::max<int64_t>(1, waves * workers / items_per_range);
+  const int64_t wanted = plan.device.dl_device_type == kDLCPU ? ceil_div(waves * workers, items_per_range)
+                                                              : std::max<int64_t>(1, waves * workers / items_per_range);
   const int64_t by_length = std::max<int64_t>(1, total_keys / min_piece);
   return std::min({wanted, by_length, kMaxInt32});
 }

@@ -94,6 +94,13 @@ std::vector<AttentionCase> degenerate_cases() {
        [](AttentionCase &c) {
          c.kv_len = {3, 1}, c.split_k = 100;
        }},
+      // One sequence long enough that BALANCED splits it: the GPU backend
+      // then finds its pieces by arithmetic (no scheduling pass).
+      {"one_sequence_split", [](AttentionCase &c) { c.kv_len = {2000}; }},
+      {"one_paged_sequence_causal",
+       [](AttentionCase &c) {
+         c.kv_layout = FMHA_KV_PAGED, c.kv_len = {1537}, c.q_len = {3}, c.mask = FMHA_MASK_CAUSAL, c.sinks = true;
+       }},
       {"nan_padding_padded",
        [](AttentionCase &c) {
          c.nan_padding = true, c.kv_len = {5, 37};

@@ -2,9 +2,10 @@
 // grid, which passes. Every launch heuristic of the forward path is here.
 //
 // A run is up to three kernels on the caller's stream:
-//  1. BALANCED with several ranges only: the scheduling pass (one CTA)
-//     writes the pieces into the workspace from the device-side lengths;
-//     UNIFORM and FIXED_CHUNK pieces are pure arithmetic on the lengths, so
+//  1. BALANCED with several ranges and sequences only: the scheduling
+//     pass (one CTA) writes the pieces into the workspace from the
+//     device-side lengths; UNIFORM and FIXED_CHUNK pieces, and BALANCED
+//     ones of a single sequence, are pure arithmetic on the lengths, so
 //     the forward kernel finds them itself (find_piece());
 //  2. the forward kernel: one CTA per (work item, row tile of 16 query
 //     rows, group, K/V head); a work item is a piece, or with the scheduling
@@ -202,7 +203,15 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
       break;
     case FMHA_SCHEDULE_BALANCED:
       schedule_name = "balanced";
-      if (plan->num_ranges > 1) {
+      if (plan->num_ranges > 1 && problem.batch == 1) {
+        // One sequence: its pieces are arithmetic on its length, found by
+        // the kernels themselves; no scheduling pass (one launch less: B 1
+        // decode is where the pass's few microseconds show).
+        config.piece_source = static_cast<int32_t>(PieceSource::kBalancedSingle);
+        config.pieces_per_seq = plan->num_ranges;
+        config.work_items = plan->num_ranges;
+        config.combine_items = 1;
+      } else if (plan->num_ranges > 1) {
         // One CTA per range (per row tile and head): ranges hold equal key
         // counts, so the CTAs are equal however the sequences fall.
         config.piece_source = static_cast<int32_t>(PieceSource::kScheduled);

@@ -63,7 +63,13 @@ enum class PieceSource : int32_t {
   // BALANCED: the scheduling pass wrote the pieces, their count and, per
   // range, its first piece. Work item r is range r: all its pieces, one
   // after the other, so that every CTA streams the same number of keys.
-  kScheduled = 2
+  kScheduled = 2,
+  // BALANCED over a batch of one sequence: its partition is arithmetic on
+  // the one length (the scheduling pass's, bit for bit), so the forward and
+  // combine kernels find the pieces themselves and the pass is not
+  // launched. pieces_per_seq holds the plan's ranges, kv_chunk the shortest
+  // piece; range r is piece r.
+  kBalancedSingle = 3
 };
 
 // The scheduling pass's output (kScheduled), in the workspace meta region.
@@ -222,6 +228,19 @@ __device__ __forceinline__ QueryRange query_range(const SeqLayout &s, int32_t b)
   return QueryRange{0, start, count};
 }
 
+// The balanced partition of one sequence of kv_len keys into at most
+// `ranges` ranges of at least `min_piece` keys (as effective_ranges() in
+// schedule.cpp and the scheduling pass): *range_len keys per piece (0: one
+// piece, the whole sequence); returns the pieces (>= 1).
+__device__ __forceinline__ int32_t single_sequence_pieces(int32_t kv_len, int32_t ranges, int32_t min_piece,
+                                                          int64_t *range_len) {
+  int64_t used = kv_len / min_piece;
+  used = used < 1 ? 1 : (used > ranges ? ranges : used);
+  *range_len = used > 1 ? (static_cast<int64_t>(kv_len) + used - 1) / used : 0;
+  if (*range_len == 0 || kv_len == 0) return 1;
+  return static_cast<int32_t>((kv_len - 1) / *range_len + 1);
+}
+
 // Chunks FIXED_CHUNK cuts a sequence of kv_len keys into (>= 1).
 __device__ __forceinline__ int32_t fixed_chunks(int32_t kv_len, int32_t kv_chunk) {
   const int32_t chunks = static_cast<int32_t>((static_cast<int64_t>(kv_len) + kv_chunk - 1) / kv_chunk);
@@ -229,7 +248,13 @@ __device__ __forceinline__ int32_t fixed_chunks(int32_t kv_len, int32_t kv_chunk
 }
 
 // The pieces of forward work item `item`: [*first, *first + count).
-__device__ __forceinline__ int32_t item_pieces(const PieceTable &w, int32_t item, int32_t *first) {
+__device__ __forceinline__ int32_t item_pieces(const PieceTable &w, const SeqLayout &s, int32_t item, int32_t *first) {
+  if (w.source == PieceSource::kBalancedSingle) {
+    int64_t range_len;
+    const int32_t pieces = single_sequence_pieces(kv_length(s, 0), w.pieces_per_seq, w.kv_chunk, &range_len);
+    *first = item;
+    return item < pieces ? 1 : 0;
+  }
   if (w.source != PieceSource::kScheduled) {
     *first = item;
     return 1;
@@ -248,6 +273,21 @@ __device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout 
     *piece = w.pieces[index];
     *seq_kv_len = kv_length(s, piece->batch);
     *chunk = 0;
+    return true;
+  }
+  if (w.source == PieceSource::kBalancedSingle) {
+    const int32_t len = kv_length(s, 0);
+    int64_t range_len;
+    const int32_t pieces = single_sequence_pieces(len, w.pieces_per_seq, w.kv_chunk, &range_len);
+    if (index >= pieces) return false;
+    *seq_kv_len = len;
+    *chunk = index;
+    const int64_t begin = range_len * index;
+    const int64_t end = pieces == 1 ? len : begin + range_len;
+    piece->batch = 0;
+    piece->kv_begin = static_cast<int32_t>(begin < len ? begin : len);
+    piece->kv_end = static_cast<int32_t>(end < len ? end : len);
+    piece->slot = pieces == 1 ? -1 : index;
     return true;
   }
   const int32_t b = index / w.pieces_per_seq;
@@ -286,6 +326,14 @@ __device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLay
     *batch = head.batch;
     *first = head.slot;
     return count;
+  }
+  if (w.source == PieceSource::kBalancedSingle) {
+    if (index != 0) return 0;
+    int64_t range_len;
+    const int32_t pieces = single_sequence_pieces(kv_length(s, 0), w.pieces_per_seq, w.kv_chunk, &range_len);
+    *batch = 0;
+    *first = 0;
+    return pieces > 1 ? pieces : 0;
   }
   *batch = index;
   *first = index * w.pieces_per_seq;

@@ -105,7 +105,7 @@ class QuantKvTileLoader {
   static constexpr int kRowBytes = kHeadDim * 2;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
   static constexpr int kStagedRowBytes = kHeadDim;
-  static constexpr int kStagedRows = kVFromK ? kBlockN : 2 * kBlockN;  // K rows, then V rows
+  static constexpr int kStagedRows = kVFromK ? kBlockN : 2 * kBlockN;       // K rows, then V rows
   static constexpr int kStagedScaleOffset = kStagedRows * kStagedRowBytes;  // K then V scale words
   static constexpr int kStageBytes = kStagedScaleOffset + kStagedRows * 4;
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 8 dims per dequantised chunk
@@ -240,9 +240,8 @@ class QuantKvTileLoader {
       const int row = first_row + pass * kRowsPerPass;
       const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
       if (k_chunk_valid_)
-        *reinterpret_cast<uint4 *>(k_tile + offset) =
-            decode_chunk(stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, k_coefficient_,
-                         chunk_);
+        *reinterpret_cast<uint4 *>(k_tile + offset) = decode_chunk(
+            stage + row * kStagedRowBytes, stage + kStagedScaleOffset + 4 * row, k_fixed_, k_coefficient_, chunk_);
       if (!kVFromK && v_chunk_valid_)
         *reinterpret_cast<uint4 *>(v_tile + offset) =
             decode_chunk(stage + (kBlockN + row) * kStagedRowBytes, stage + kStagedScaleOffset + 4 * (kBlockN + row),

@@ -127,7 +127,8 @@ struct ForwardTile {
   static constexpr int kQChunks = kRowBytes / 16;
   static constexpr bool kQRowInWarp = (kQChunks & (kQChunks - 1)) == 0 && kQChunks <= kWarpSize;
   static constexpr int kQTopOffset = kQScaleOffset + (kSplitQ ? kRows * static_cast<int>(sizeof(float)) : 0);
-  static constexpr int kSmemBytes = kQTopOffset + (kSplitQ && !kQRowInWarp ? kRows * static_cast<int>(sizeof(float)) : 0);
+  static constexpr int kSmemBytes =
+      kQTopOffset + (kSplitQ && !kQRowInWarp ? kRows * static_cast<int>(sizeof(float)) : 0);
 
   static_assert(kKeysPerWarp % Layout::kTileCols == 0, "S columns of a warp: whole n-tiles");
   static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: 16-column steps");
@@ -445,7 +446,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       float *const q_row_scale = reinterpret_cast<float *>(smem + Tile::kQScaleOffset);
       uint32_t *const q_row_top = reinterpret_cast<uint32_t *>(smem + Tile::kQTopOffset);
       // The 8 values of chunk c of tile row `row` (0 past the rows and Dqk).
-      const auto load_chunk = [&](int row, int c, float (&x)[8]) {
+      const auto load_chunk = [&](int row, int c, float(&x)[8]) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) x[j] = 0.f;
         if (row < rows_here && c * 8 < p.head_dim_qk) {
@@ -463,7 +464,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
           }
         }
       };
-      const auto chunk_top = [](const float (&x)[8]) {
+      const auto chunk_top = [](const float(&x)[8]) {
         float top = 0.f;
 #pragma unroll
         for (int j = 0; j < 8; ++j) top = fmaxf(top, fabsf(x[j]));
@@ -791,7 +792,7 @@ __global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantise
   const int32_t head_kv = head_index % p.heads_kv;
 
   int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, item, &first_piece);
+  const int32_t pieces = item_pieces(p.work, p.seq, item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
     attend_piece<Tile>(p, smem, first_piece + i, row_tile, group, head_kv);
