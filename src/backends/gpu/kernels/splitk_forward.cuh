@@ -435,6 +435,15 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     // copy group together with K/V tile 0. fp8 Q is converted on the way
     // (its codes are exact in fp16).
     constexpr int kChunks = kRowBytes / 16;
+    // Element offset in Q of the 8-element chunk c of packed row `packed`
+    // (query packed / heads_per_kv, query head packed % heads_per_kv of
+    // this K/V head).
+    const auto q_chunk_offset = [&](int32_t packed, int c) -> int64_t {
+      const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+      return queries.batch * p.q_stride[0] +
+             static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] + group * p.q_stride[2] +
+             head * p.q_stride[3] + c * 8;
+    };
     if constexpr (Tile::kSplitQ) {
       // bf16 Q to fp16 hi + lo, after scaling each row by 2^e (max |q| *
       // 2^e in [2^14, 2^15): no fp16 overflow, the low part mostly normal);
@@ -450,11 +459,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
         for (int j = 0; j < 8; ++j) x[j] = 0.f;
         if (row < rows_here && c * 8 < p.head_dim_qk) {
-          const int32_t packed = row0 + row;
-          const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-          const int64_t offset = queries.batch * p.q_stride[0] +
-                                 static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
-                                 group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+          const int64_t offset = q_chunk_offset(row0 + row, c);
           const uint4 raw = *reinterpret_cast<const uint4 *>(q + offset);
           const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
@@ -527,11 +532,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         const int c = i % kChunks;
         uint4 value = make_uint4(0, 0, 0, 0);
         if (row < rows_here && c * 8 < p.head_dim_qk) {
-          const int32_t packed = row0 + row;
-          const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-          const int64_t offset = queries.batch * p.q_stride[0] +
-                                 static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
-                                 group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+          const int64_t offset = q_chunk_offset(row0 + row, c);
           const uint2 codes = *reinterpret_cast<const uint2 *>(q + offset);
           float x[8];
 #pragma unroll
@@ -547,11 +548,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         const int row = i / kChunks;
         const int c = i % kChunks;
         const bool valid = row < rows_here && c * 8 < p.head_dim_qk;
-        const int32_t packed = row0 + min(row, rows_here - 1);
-        const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-        const int64_t offset = queries.batch * p.q_stride[0] +
-                               static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
-                               group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+        const int64_t offset = q_chunk_offset(row0 + min(row, rows_here - 1), c);
         copy_async_16(q_base + swizzled<kRowBytes>(row, c), valid ? q + offset : q, valid);
       }
     }
