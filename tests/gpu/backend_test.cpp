@@ -67,6 +67,26 @@ TEST(CudaBackend, AutoChoosesCuda) {
   EXPECT_GT(info.num_workers, 0) << "the plan should target the device's SMs";
 }
 
+// MLA reads f16, bf16 or fp8 latents on the GPU; int4 latents are refused
+// at plan time with a message that names them.
+TEST(CudaBackend, RefusesInt4MlaLatents) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  fmha_splitk_problem p = small_problem();
+  p.backend = FMHA_BACKEND_CUDA;
+  p.heads_q = 16;
+  p.heads_kv = 1;
+  p.head_dim_qk = 576;
+  p.head_dim_v = 512;
+  p.flags = FMHA_FLAG_V_FROM_K;
+  p.kv_quant = FMHA_KV_QUANT_INT4;
+  p.kv_quant_groups = 1;
+  fmha_splitk_plan_t raw = nullptr;
+  EXPECT_EQ(fmha_splitk_create_plan(&p, &raw), FMHA_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(raw, nullptr);
+  const std::string message = fmha_last_error_message();
+  EXPECT_NE(message.find("not int4"), std::string::npos) << message;
+}
+
 TEST(CudaBackend, CallerStateIsLeftAlone) {
   FMHA_SKIP_WITHOUT_CUDA();
   int before = -1;
