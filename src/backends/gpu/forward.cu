@@ -23,6 +23,9 @@
 #include "backends/gpu/forward.h"
 #include "backends/gpu/forward_kernels.cuh"
 #include "backends/gpu/kernels/splitk_forward.cuh"
+#if FMHA_GPU_HAS_QUANT_STREAM
+#include "backends/gpu/forward_quant_stream.cuh"
+#endif
 #include "backends/gpu/metadata_check.cuh"
 #include "backends/gpu/schedule_device.cuh"
 #include "backends/gpu/status.h"
@@ -43,6 +46,7 @@ struct ForwardPlan {
   int32_t pieces_per_seq;  // kUniform / kFixedChunk
   int32_t kv_chunk;        // kUniform / kFixedChunk
   int32_t combine;         // nonzero: some sequence may be split (combine pass)
+  int32_t streaming;       // nonzero: the streaming quantised kernel (else the tile kernel)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -158,7 +162,15 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     FMHA_GPU_CHECK(max_shared_memory_per_block(device_id, &smem_optin), msg);
     if (device_id >= 0 && device_id < 64) smem_optin_cache[device_id].store(smem_optin, std::memory_order_relaxed);
   }
-  const ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
+  ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
+  // int4 / fp8 K/V up to head dim 128 stream through registers
+  // (kernels/quant_stream_forward.cuh) where the vendor has that kernel.
+  const bool streaming = FMHA_GPU_HAS_QUANT_STREAM && quantised && !mla && bucket <= 128;
+#if FMHA_GPU_HAS_QUANT_STREAM
+  if (streaming)
+    tile = ForwardTileInfo{32, 2,
+                           quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind)};
+#endif
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg,
               "the " FMHA_GPU_BACKEND_NAME
@@ -185,6 +197,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
 
   ForwardPlan config{};
   config.head_dim_bucket = bucket;
+  config.streaming = streaming;
   config.num_row_tiles = static_cast<int32_t>(row_tiles);
   config.work_items = max_pieces;
   config.combine_items = problem.batch;
@@ -245,10 +258,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
   std::memcpy(plan->backend_private, &config, sizeof(config));
-  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_n%d_s%d/%s%s",
+  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d/%s%s",
                 dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
-                problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket, tile.block_n, tile.stages, schedule_name,
-                config.combine ? "+combine" : "");
+                problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket, streaming ? "stream" : "n", tile.block_n,
+                tile.stages, schedule_name, config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -433,7 +446,14 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const int device = plan.device.device_id;
   const int bucket = config.head_dim_bucket;
   fmha_status st;
-  if (quantised)
+#if FMHA_GPU_HAS_QUANT_STREAM
+  if (config.streaming)
+    st = problem.q_dtype == FMHA_DTYPE_BF16
+             ? launch_quant_stream_forward_bf16(params, bucket, grid, device, stream, msg)
+             : launch_quant_stream_forward_f16(params, bucket, grid, device, stream, msg);
+  else
+#endif
+      if (quantised)
     st = problem.q_dtype == FMHA_DTYPE_BF16
              ? launch_splitk_forward_quant_bf16(params, bucket, grid, device, stream, msg)
              : launch_splitk_forward_quant_f16(params, bucket, grid, device, stream, msg);
@@ -466,6 +486,29 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
   }
 }
 }  // namespace
+
+#if FMHA_GPU_HAS_QUANT_STREAM
+int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind) {
+  const auto bytes = [&](auto t) {
+    using T = decltype(t);
+    const auto by_format = [&](auto bucket) {
+      constexpr int kBucket = decltype(bucket)::value;
+      using kernels::StreamFormat;
+      switch (stream_format(kv_quant, kv_scale_kind)) {
+        case StreamFormat::kInt4:
+          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4>::kSmemBytes;
+        case StreamFormat::kFp8ScaleShift:
+          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift>::kSmemBytes;
+        default:
+          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8Float>::kSmemBytes;
+      }
+    };
+    return head_dim_bucket == 64 ? by_format(std::integral_constant<int, 64>{})
+                                 : by_format(std::integral_constant<int, 128>{});
+  };
+  return q_dtype == FMHA_DTYPE_BF16 ? bytes(bf16_t{}) : bytes(half_t{});
+}
+#endif
 
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised) {
   // bf16 P is split in two (one more P tile); quantised bf16 Q in two.

@@ -17,6 +17,9 @@ namespace fmha::gpu {
 constexpr const char kVendorName[] = "cuda";
 // The backend as messages name it ("the CUDA backend needs ...").
 #define FMHA_GPU_BACKEND_NAME "CUDA"
+// the streaming quantised forward kernel (kernels/quant_stream_forward.cuh) is written
+// against mma.m16n8k16 fragments.
+#define FMHA_GPU_HAS_QUANT_STREAM 1
 
 // ---------------------------------------------------------------- runtime --
 

@@ -26,6 +26,9 @@ namespace fmha::gpu {
 constexpr const char kVendorName[] = "hip";
 // The backend as messages name it ("the HIP backend needs ...").
 #define FMHA_GPU_BACKEND_NAME "HIP"
+// no streaming quantised forward kernel: it is written against NVIDIA's
+// mma.m16n8k16 fragments; int4 / fp8 K/V run in the tile kernel.
+#define FMHA_GPU_HAS_QUANT_STREAM 0
 
 // ---------------------------------------------------------------- runtime --
 

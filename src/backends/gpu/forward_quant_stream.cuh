@@ -1,0 +1,62 @@
+// The streaming quantised forward kernel's launcher template, instantiated
+// per Q dtype (forward_quant_stream_{f16,bf16}.cu) for both head-dim
+// buckets and the three packed formats.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
+
+#include <atomic>
+#include <cstdint>
+
+#include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/kernels/quant_stream_forward.cuh"
+#include "backends/gpu/status.h"
+
+namespace fmha::gpu {
+
+inline kernels::StreamFormat stream_format(int32_t kv_quant, int32_t kv_scale_kind) {
+  if (kv_quant == FMHA_KV_QUANT_INT4) return kernels::StreamFormat::kInt4;
+  return kv_scale_kind == FMHA_KV_SCALE_F16X2_SCALE_SHIFT ? kernels::StreamFormat::kFp8ScaleShift
+                                                          : kernels::StreamFormat::kFp8Float;
+}
+
+template <typename T, int kHeadDim, kernels::StreamFormat kFormat>
+fmha_status launch_stream_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  using Tile = kernels::StreamTile<T, kHeadDim, kFormat>;
+  const auto kernel = kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat>;
+  // Once per device and kernel (as launch_forward_bucket).
+  static std::atomic<uint64_t> configured{0};
+  const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
+    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, Tile::kSmemBytes), msg);
+    configured.fetch_or(device_bit, std::memory_order_release);
+  }
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
+  FMHA_GPU_CHECK_LAUNCH("quant_stream_forward_kernel", msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+template <typename T, int kHeadDim>
+fmha_status launch_stream_format(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  switch (stream_format(params.kv_quant, params.kv_scale_kind)) {
+    case kernels::StreamFormat::kInt4:
+      return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4>(params, grid, device, stream, msg);
+    case kernels::StreamFormat::kFp8ScaleShift:
+      return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kFp8ScaleShift>(params, grid, device, stream,
+                                                                                      msg);
+    default:
+      return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kFp8Float>(params, grid, device, stream, msg);
+  }
+}
+
+template <typename T>
+fmha_status launch_stream(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device, Stream stream,
+                          fmha_msg msg) {
+  if (head_dim_bucket == 64) return launch_stream_format<T, 64>(params, grid, device, stream, msg);
+  if (head_dim_bucket == 128) return launch_stream_format<T, 128>(params, grid, device, stream, msg);
+  write_msg(msg, "internal: no streaming quantised kernel for head-dim bucket %d", head_dim_bucket);
+  return FMHA_STATUS_INTERNAL_ERROR;
+}
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_

@@ -1,0 +1,832 @@
+// The streaming forward kernel for int4 / fp8 K/V at head dims up to 128
+// (CUDA: it is written against the m16n8k16 fragment layout).
+//
+// Why a second kernel: a quantised row is a quarter (int4) or half (fp8) of
+// a bf16 row, so at the memory limit a CTA must finish a tile two to four
+// times faster than the bf16 kernel does, and that kernel's per-tile chain
+// (staged rows decoded into fp16 tiles in shared memory, then four CTA-wide
+// barriers around the score, softmax and PV steps) made the quantised path
+// slower than bf16 (H200, B8 L32768: int4 1.5-2.0x, fp8 1.9x the bf16
+// time). Here:
+//  - every warp is its own pipeline over its own 32-key tiles (warp w takes
+//    tiles w, w + 4, ... of the piece), with its own running max, sum and
+//    16 x D output accumulator; the four are merged once per piece. The
+//    main loop has no CTA barrier, only __syncwarp();
+//  - packed rows go by cp.async into the warp's staging ring and are
+//    decoded from there straight into MMA operand registers: K as the B
+//    fragment of S = Q K^T, V as the B fragment of O += P V, P from the S
+//    accumulators in registers (no P tile, no fp16 K/V tiles);
+//  - the order of the head dims inside a k-step is free (QK^T sums over
+//    them), so Q is stored in the order in which one 16-byte read of a K
+//    row decodes into fragments (q_virtual_dim); the order of O's columns
+//    is free too (each column is one head dim), undone when O is written.
+// Numerics are the tile kernel's (quant_tile_loader.cuh): each K and V
+// value is the exact n * scale + shift or code * scale, rounded once to
+// fp16; bf16 Q is split into fp16 hi + lo; P is fp16.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/gpu/kernels/forward_params.cuh"
+#include "backends/gpu/kernels/splitk_forward.cuh"
+
+namespace fmha::gpu::kernels {
+
+// The packed format a streaming kernel decodes (what changes its code).
+enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2 };
+
+template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+struct StreamTile {
+  static constexpr int kHeadDim = kHeadDimBucket;
+  static constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRows = 16;      // query rows of the CTA: one MMA row tile
+  static constexpr int kWarpKeys = 32;  // keys of one warp tile
+  static constexpr int kStages = 2;     // warp tiles in a warp's staging ring
+  static constexpr int kMinBlocksPerSm = 3;
+  static constexpr int kKSteps = kHeadDim / 16;                       // k-steps of QK^T
+  static constexpr int kScoreTiles = kWarpKeys / 8;                   // n-tiles of S
+  static constexpr int kPvSteps = kWarpKeys / 16;                     // k-steps of PV
+  static constexpr int kOutTiles = kHeadDim / 8;                      // n-tiles of O
+  static constexpr int kCodeBytes = kInt4 ? kHeadDim / 2 : kHeadDim;  // packed values of a row
+  static constexpr int kLaneWords = kCodeBytes / 16;                  // K words one lane decodes per key
+  static constexpr int kVWords = kCodeBytes / 32;  // V words per key one lane decodes (8 lanes share a row)
+  // Staged rows: 128-byte rows have their 16-byte chunks XOR-swizzled,
+  // shorter ones a 16-byte pad; either way the lanes that read one word of
+  // four rows 2 apart (the V fragment) hit distinct banks. An int4 row is
+  // copied whole, its G coefficient words ending at kLead, where its
+  // packed values start (16-byte aligned for the K reads).
+  static constexpr bool kSwizzle = !kInt4 && kCodeBytes >= 128;
+  static constexpr int kLead = kInt4 ? 32 : 0;  // room for up to 8 coefficient words
+  static constexpr int kPitch = kSwizzle ? kCodeBytes : kLead + kCodeBytes + 16;
+  static constexpr int kSideWords = kInt4 ? 0 : 1;  // fp8: the row's scale word, apart
+  static constexpr int kStageRows = 2 * kWarpKeys;  // K rows, then V rows
+  static constexpr int kSideOffset = kStageRows * kPitch;
+  static constexpr int kStageBytes = kSideOffset + kStageRows * kSideWords * 4;
+  static constexpr int kWarpStagingBytes = kStages * kStageBytes;
+
+  static constexpr bool kSplitQ = std::is_same_v<T, bf16_t>;
+  static constexpr int kQTiles = kSplitQ ? 2 : 1;
+  static constexpr int kQRowBytes = kHeadDim * 2;
+  static constexpr int kQOffset = 0;
+  static constexpr int kQScaleOffset = kQOffset + kQTiles * kRows * kQRowBytes;  // [16] float
+  static constexpr int kQTopOffset = kQScaleOffset + kRows * 4;                  // [16] uint
+  static constexpr int kMaxOffset = kQTopOffset + kRows * 4;                     // [warps][16] float
+  static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * 4;             // [warps][16] float
+  static constexpr int kStagingOffset = kSumOffset + kWarps * kRows * 4;
+  static constexpr int kSmemBytes = kStagingOffset + kWarps * kWarpStagingBytes;
+  // The merge of the warps: warp w's unnormalised O, [16][kOPitch] fp32 in
+  // fragment column order, over its own staging ring (free by then).
+  static constexpr int kOPitch = kHeadDim + 8;
+  static_assert(kRows * kOPitch * 4 <= kWarpStagingBytes, "a warp's O fits its staging");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head-dim buckets 64 and 128");
+  static_assert(kSmemBytes <= 76800, "3 CTAs per SM (228 KB, 1 KB each reserved)");
+};
+
+// Position of real head dim d of Q in the k-step order K is decoded in: one
+// lane (t = lane % 4) reads kLaneWords consecutive words of a K row and
+// each word gives its B fragments of whole k-steps. int4: word W has
+// nibbles 0-7 = dims 8W .. 8W + 7; its registers are (n0, n4), (n1, n5),
+// (n2, n6), (n3, n7): b0, b1 of k-step 2q and b0, b1 of k-step 2q + 1 (q =
+// W's index among the lane's words). fp8: word W = codes of dims 4W .. 4W
+// + 3 gives b0 = (c0, c1), b1 = (c2, c3) of k-step q. b0 holds k = 2t, 2t +
+// 1 and b1 k = 2t + 8, 2t + 9 of the 16 of a k-step.
+template <int kHeadDim, bool kInt4>
+__device__ __forceinline__ int q_virtual_dim(int d) {
+  if constexpr (kInt4) {
+    constexpr int kWords = kHeadDim / 32;
+    const int word = d >> 3, nibble = d & 7;
+    const int reg = nibble & 3, parity = nibble >> 2;
+    const int t = word / kWords;
+    const int ks = 2 * (word % kWords) + (reg >> 1);
+    return 16 * ks + 8 * (reg & 1) + 2 * t + parity;
+  } else {
+    constexpr int kWords = kHeadDim / 16;
+    const int word = d >> 2, byte = d & 3;
+    const int t = word / kWords;
+    const int ks = word % kWords;
+    return 16 * ks + 8 * (byte >> 1) + 2 * t + (byte & 1);
+  }
+}
+
+// Column of O's fragments that holds real head dim d. The lane with g =
+// lane / 4 decodes V word 8 wi + g of a row: int4 nibble j is n-tile 8 wi +
+// j, fp8 byte j n-tile 4 wi + j, and g is the column within the n-tile.
+template <bool kInt4>
+__device__ __forceinline__ int o_fragment_column(int d) {
+  const int word = kInt4 ? d >> 3 : d >> 2;
+  const int j = kInt4 ? d & 7 : d & 3;
+  const int n_tile = (kInt4 ? 8 : 4) * (word >> 3) + j;
+  return 8 * n_tile + (word & 7);
+}
+
+__device__ __forceinline__ uint32_t half2_bits(__half2 x) { return *reinterpret_cast<const uint32_t *>(&x); }
+__device__ __forceinline__ __half2 bits_half2(uint32_t x) { return *reinterpret_cast<const __half2 *>(&x); }
+
+// int4: the exact nibbles of fp16 1024 + n (low nibble of a byte) and 1024
+// + 16 n (high nibble), as n, then n * scale + shift rounded once.
+__device__ __forceinline__ uint32_t int4_low(uint32_t x, __half2 scale, __half2 shift) {
+  const __half2 n = __hsub2(bits_half2((x & 0x000f000fu) | 0x64006400u), __float2half2_rn(1024.f));
+  return half2_bits(__hfma2(n, scale, shift));
+}
+__device__ __forceinline__ uint32_t int4_high(uint32_t x, __half2 scale, __half2 shift) {
+  const __half2 n =
+      __hfma2(bits_half2((x & 0x00f000f0u) | 0x64006400u), __float2half2_rn(0.0625f), __float2half2_rn(-64.f));
+  return half2_bits(__hfma2(n, scale, shift));
+}
+
+// fp8 code pair (low 16 bits) times its scales, rounded once to fp16:
+// fp16 scale + shift (one FMA) or fp32 scales.
+// With `folded` the codes alone (exact in fp16): a per-head or per-tensor
+// fp32 scale is applied to the scores and to O instead.
+template <StreamFormat kFormat>
+__device__ __forceinline__ uint32_t fp8_scaled(uint32_t codes, bool fnuz, uint32_t scale_pair, uint32_t shift_pair,
+                                               float scale_lo, float scale_hi, bool folded) {
+  const __half2 value = fp8_pair_to_half(codes, fnuz);
+  if (kFormat == StreamFormat::kFp8Float && folded) return half2_bits(value);
+  if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
+    return half2_bits(__hfma2(value, bits_half2(scale_pair), bits_half2(shift_pair)));
+  } else {
+    const float2 v = __half22float2(value);
+    return pack2<__half>(v.x * scale_lo, v.y * scale_hi);
+  }
+}
+
+template <typename Tile>
+__device__ __forceinline__ uint32_t stream_row_offset(int row) {
+  return static_cast<uint32_t>(row * Tile::kPitch);
+}
+// Byte offset of byte `byte` (multiple of 4 within a 16-byte chunk) of a
+// staged row's packed values.
+template <typename Tile>
+__device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
+  if constexpr (Tile::kSwizzle) {
+    const int chunk = (byte >> 4) ^ (2 * ((row >> 1) & 3));
+    return static_cast<uint32_t>(row * Tile::kPitch + (chunk << 4) + (byte & 15));
+  } else {
+    return static_cast<uint32_t>(row * Tile::kPitch + Tile::kLead + byte);
+  }
+}
+
+template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+__device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
+                                             int32_t row_tile, int32_t group, int32_t head_kv) {
+  using Tile = StreamTile<T, kHeadDimBucket, kFormat>;
+  constexpr bool kInt4 = Tile::kInt4;
+  constexpr int kHeadDim = Tile::kHeadDim;
+  constexpr int kNS = Tile::kScoreTiles;
+  constexpr int kNO = Tile::kOutTiles;
+  constexpr int kWarpKeys = Tile::kWarpKeys;
+  constexpr int kStages = Tile::kStages;
+
+  Piece piece;
+  int32_t kv_len;
+  int32_t chunk;
+  if (!find_piece(p.work, p.seq, piece_index, &piece, &kv_len, &chunk)) return;
+  const QueryRange queries = query_range(p.seq, piece.batch);
+  const int32_t rows = queries.count * p.heads_per_kv;
+  const int32_t row0 = row_tile * Tile::kRows;
+  if (row0 >= rows) return;
+  const int32_t rows_here = min(Tile::kRows, rows - row0);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int g = lane / 4;  // fragment row / key / V column of this lane
+  const int t = lane % 4;
+
+  int32_t kv_lo;
+  int32_t kv_hi;
+  {
+    int64_t lo, hi, unused;
+    visible_keys(p, kv_len, queries.count, row0 / p.heads_per_kv, &lo, &unused);
+    visible_keys(p, kv_len, queries.count, (row0 + rows_here - 1) / p.heads_per_kv, &unused, &hi);
+    kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(piece.kv_begin)));
+    kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
+  }
+
+  // This lane's two fragment rows (g, g + 8).
+  int32_t row_query[2];
+  int32_t row_head[2];
+  int32_t vis_lo[2];
+  int32_t vis_hi[2];
+  int64_t bias_row[2];
+  float row_scale[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int32_t row = g + 8 * r;
+    const int32_t packed = row0 + min(row, rows_here - 1);
+    row_query[r] = packed / p.heads_per_kv;
+    row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+    int64_t lo, hi;
+    visible_keys(p, kv_len, queries.count, row_query[r], &lo, &hi);
+    vis_lo[r] = static_cast<int32_t>(max(lo, static_cast<int64_t>(kv_lo)));
+    vis_hi[r] = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(kv_hi) - 1), static_cast<int64_t>(-1)));
+    if (row >= rows_here) {
+      vis_lo[r] = 1;
+      vis_hi[r] = 0;
+    }
+    bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
+                  row_query[r] * p.bias_stride[3];
+    row_scale[r] = p.score_scale;
+    if (p.q_fp8) {
+      int64_t at = 0;
+      if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
+        at = queries.batch * p.q_scale_stride[0] + (queries.row0 + row_query[r]) * p.q_scale_stride[1] +
+             group * p.q_scale_stride[2] + row_head[r] * p.q_scale_stride[3];
+      else if (p.q_scale_granularity == FMHA_SCALE_PER_HEAD)
+        at = group * p.q_scale_stride[0] + row_head[r] * p.q_scale_stride[1];
+      row_scale[r] *= __ldg(p.q_scale + at);
+    }
+  }
+
+  uint8_t *const q_tile = smem + Tile::kQOffset;
+  float *const q_row_scale = reinterpret_cast<float *>(smem + Tile::kQScaleOffset);
+  uint32_t *const q_row_top = reinterpret_cast<uint32_t *>(smem + Tile::kQTopOffset);
+  float *const max_exchange = reinterpret_cast<float *>(smem + Tile::kMaxOffset);
+  float *const sum_exchange = reinterpret_cast<float *>(smem + Tile::kSumOffset);
+  uint8_t *const staging = smem + Tile::kStagingOffset + warp * Tile::kWarpStagingBytes;
+  const SmemAddr q_base = smem_address(q_tile);
+  const SmemAddr staging_base = smem_address(staging);
+
+  // ---- Q, in k-step order (zero past rows_here and Dqk) ------------------
+  // bf16 Q is split into fp16 hi + lo after a power-of-two scale per row
+  // (the tile kernel's split, splitk_forward.cuh); fp8 Q codes are exact
+  // in fp16; fp16 Q is taken as it is.
+  constexpr int kQChunks = kHeadDim / 8;
+  const auto load_q_chunk = [&](int row, int c, float(&x)[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[j] = 0.f;
+    if (row >= rows_here || c * 8 >= p.head_dim_qk) return;
+    const int32_t packed = row0 + row;
+    const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+    const int64_t offset = queries.batch * p.q_stride[0] +
+                           static_cast<int64_t>(queries.row0 + packed / p.heads_per_kv) * p.q_stride[1] +
+                           group * p.q_stride[2] + head * p.q_stride[3] + c * 8;
+    if (p.q_fp8) {
+      const uint2 codes = *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(p.q) + offset);
+      const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = fp8_value((j < 4 ? codes.x : codes.y) >> (8 * (j % 4)), fnuz);
+    } else {
+      const uint4 raw = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.q) + offset);
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (std::is_same_v<T, bf16_t>) {
+          x[2 * j] = __uint_as_float(words[j] << 16);
+          x[2 * j + 1] = __uint_as_float(words[j] & 0xffff0000u);
+        } else {
+          const float2 f = __half22float2(bits_half2(words[j]));
+          x[2 * j] = f.x;
+          x[2 * j + 1] = f.y;
+        }
+      }
+    }
+  };
+  if constexpr (Tile::kSplitQ) {
+    for (int i = tid; i < Tile::kRows; i += Tile::kThreads) q_row_top[i] = 0u;
+    __syncthreads();
+    for (int i = tid; i < Tile::kRows * kQChunks; i += Tile::kThreads) {
+      float x[8];
+      load_q_chunk(i / kQChunks, i % kQChunks, x);
+      float top = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) top = fmaxf(top, fabsf(x[j]));
+      atomicMax(&q_row_top[i / kQChunks], __float_as_uint(top));  // non-negative floats order as their bits
+    }
+    __syncthreads();
+  }
+  for (int i = tid; i < Tile::kRows * kQChunks; i += Tile::kThreads) {
+    const int row = i / kQChunks;
+    const int c = i % kQChunks;
+    float x[8];
+    load_q_chunk(row, c, x);
+    float up = 1.f;
+    if constexpr (Tile::kSplitQ) {
+      const float top = __uint_as_float(q_row_top[row]);
+      int shift = 0;
+      if (top > 0.f && top <= 3.0e38f)
+        shift = min(14 - (static_cast<int>((__float_as_uint(top) >> 23) & 0xffu) - 127), 126);
+      up = __int_as_float((127 + shift) << 23);
+      if (c == 0) q_row_scale[row] = __int_as_float((127 - shift) << 23);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int v = q_virtual_dim<kHeadDim, kInt4>(8 * c + j);
+      const uint32_t at = swizzled<Tile::kQRowBytes>(row, v >> 3) + 2 * (v & 7);
+      const float a = x[j] * up;
+      const __half hi = __float2half_rn(a);
+      *reinterpret_cast<__half *>(q_tile + at) = hi;
+      if constexpr (Tile::kSplitQ)
+        *reinterpret_cast<__half *>(q_tile + Tile::kRows * Tile::kQRowBytes + at) =
+            __float2half_rn(a - __half2float(hi));
+    }
+  }
+  // Staged bytes past Dqk / Dv are never copied: zero, so that they decode
+  // to finite values (they meet Q's zeros or unwritten O columns).
+  if (p.head_dim_qk < kHeadDim || p.head_dim_v < kHeadDim)
+    for (int i = lane; i < Tile::kWarpStagingBytes / 16; i += 32)
+      *reinterpret_cast<uint4 *>(staging + 16 * i) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+  if constexpr (Tile::kSplitQ) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_scale[r] *= q_row_scale[g + 8 * r];
+  }
+
+  // ---- The packed rows of this CTA's K/V head ----------------------------
+  const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
+  const bool per_row = !kInt4 && p.kv_scale_granularity == FMHA_SCALE_PER_ROW;
+  const int64_t unit = kInt4 ? 4 : 1;  // int4 views count int32 words, fp8 views bytes
+  const uint8_t *const k_rows =
+      static_cast<const uint8_t *>(p.k) + (group * p.k_stride[2] + head_kv * p.k_stride[3]) * unit;
+  const uint8_t *const v_rows =
+      static_cast<const uint8_t *>(p.v) + (group * p.v_stride[2] + head_kv * p.v_stride[3]) * unit;
+  const int64_t k_stride0 = p.k_stride[0] * unit, k_stride1 = p.k_stride[1] * unit;
+  const int64_t v_stride0 = p.v_stride[0] * unit, v_stride1 = p.v_stride[1] * unit;
+  const int32_t groups = kInt4 ? p.kv_quant_groups : 0;
+  const int32_t k_row_words = kInt4 ? groups + p.head_dim_qk / 8 : p.head_dim_qk / 4;
+  const int32_t v_row_words = kInt4 ? groups + p.head_dim_v / 8 : p.head_dim_v / 4;
+  const uint32_t *k_scale = nullptr;
+  const uint32_t *v_scale = nullptr;
+  uint32_t k_fixed = 0, v_fixed = 0;
+  if constexpr (!kInt4) {
+    const int64_t k_head = per_row ? group * p.k_scale_stride[2] + head_kv * p.k_scale_stride[3]
+                           : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD
+                               ? group * p.k_scale_stride[0] + head_kv * p.k_scale_stride[1]
+                               : 0;
+    const int64_t v_head = per_row ? group * p.v_scale_stride[2] + head_kv * p.v_scale_stride[3]
+                           : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD
+                               ? group * p.v_scale_stride[0] + head_kv * p.v_scale_stride[1]
+                               : 0;
+    k_scale = static_cast<const uint32_t *>(p.k_scale) + k_head;
+    v_scale = static_cast<const uint32_t *>(p.v_scale) + v_head;
+    if (!per_row) {
+      k_fixed = __ldg(k_scale);
+      v_fixed = __ldg(v_scale);
+    }
+  }
+  // A per-head / per-tensor fp32 scale multiplies every K (V) value of the
+  // CTA alike: it goes onto the scores (O) once, and the codes enter the
+  // MMAs as they are (exact; one rounding fewer than code x scale in fp16).
+  const bool folded = kFormat == StreamFormat::kFp8Float && !per_row;
+  if (folded) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_scale[r] *= __uint_as_float(k_fixed);
+  }
+  const int64_t seq_origin = sequence_key_origin(p.seq, piece.batch);
+  const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
+  // 16-byte copies need whole chunks of coefficient words too.
+  const bool copy16 = p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
+
+  // Lane l locates key l of a warp tile (K row l, V row l). Paged and
+  // ragged keys take a table lookup: it is made one tile ahead of the
+  // copies (outer_of), so its latency overlaps a tile's math.
+  const auto outer_of = [&](int32_t tile_start) -> int64_t {
+    const int32_t key = tile_start + lane;
+    if (key >= kv_hi) return 0;
+    if (p.seq.kv_layout == FMHA_KV_PAGED)
+      return __ldg(p.seq.block_table + piece.batch * p.seq.block_table_stride[0] +
+                   ((seq_origin + key) >> p.seq.page_size_log2) * p.seq.block_table_stride[1]);
+    if (p.seq.kv_layout == FMHA_KV_RAGGED)
+      return __ldg(p.seq.kv_indices + (seq_origin + (key >> p.seq.page_size_log2)) * p.seq.kv_indices_stride);
+    return seq_outer;
+  };
+  // The copies are dealt out flat, unit u = lane + 32 i of the 32 K (then
+  // V) rows: consecutive lanes take consecutive 16- or 4-byte units of a
+  // row, so one copy instruction touches a few whole cache lines (a lane
+  // per row made it touch 32: the LSU, not memory, was then the limit).
+  // A row's address is affine in its key for contiguous layouts, else the
+  // lane owning the key shares it.
+  const bool affine = p.seq.kv_layout != FMHA_KV_PAGED && p.seq.kv_layout != FMHA_KV_RAGGED;
+  const int unit_bytes = copy16 ? 16 : 4;
+  // int4 rows land with their coefficients just before kLead.
+  const int coef_bytes = kInt4 ? 4 * groups : 0;
+  const int row_lead = Tile::kLead - coef_bytes;  // where a staged row's copy starts
+  struct RowCopy {
+    int units, row0, unit0, row_step, unit_step;
+    int64_t step, carry;  // source advance per unit step, and at a row's end
+  };
+  const auto row_copy = [&](int32_t row_words, int64_t stride1) {
+    RowCopy c;
+    c.units = copy16 ? row_words / 4 : row_words;  // <= 32 up to D 128
+    c.row0 = lane / c.units;
+    c.unit0 = lane % c.units;
+    c.row_step = 32 / c.units;
+    c.unit_step = 32 % c.units;
+    c.step = c.row_step * stride1 + c.unit_step * unit_bytes;
+    c.carry = stride1 - static_cast<int64_t>(c.units) * unit_bytes;
+    return c;
+  };
+  const RowCopy k_copy = row_copy(k_row_words, k_stride1);
+  const RowCopy v_copy = row_copy(v_row_words, v_stride1);
+
+  const auto load_tile = [&](int stage, int32_t tile_start, int64_t outer) {
+    const SmemAddr base = staging_base + stage * Tile::kStageBytes;
+    const int32_t key = tile_start + lane;
+    const bool valid = key < kv_hi;
+    const uint32_t valid_rows = __ballot_sync(0xffffffffu, valid);
+    int64_t inner = seq_origin + key;
+    if (p.seq.kv_layout == FMHA_KV_PAGED)
+      inner = (seq_origin + key) & ((int64_t{1} << p.seq.page_size_log2) - 1);
+    else if (p.seq.kv_layout == FMHA_KV_RAGGED)
+      inner = key & ((1 << p.seq.page_size_log2) - 1);
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      const RowCopy &c = part == 0 ? k_copy : v_copy;
+      const uint8_t *const rows_base = part == 0 ? k_rows : v_rows;
+      const int64_t stride0 = part == 0 ? k_stride0 : v_stride0;
+      const int64_t stride1 = part == 0 ? k_stride1 : v_stride1;
+      const int64_t my_offset = outer * stride0 + inner * stride1;  // this lane's key
+      int row = c.row0;
+      int unit = c.unit0;
+      // Contiguous layouts: the source advances by fixed steps.
+      const uint8_t *src = rows_base + seq_outer * stride0 + (seq_origin + tile_start + row) * stride1 +
+                           static_cast<int64_t>(unit) * unit_bytes;
+      for (int i = 0; i < c.units; ++i) {
+        const uint8_t *at = src;
+        if (!affine) {
+          const int lo = __shfl_sync(0xffffffffu, static_cast<int>(my_offset & 0xffffffff), row);
+          const int hi = __shfl_sync(0xffffffffu, static_cast<int>(my_offset >> 32), row);
+          at = rows_base + ((static_cast<int64_t>(hi) << 32) | static_cast<uint32_t>(lo)) +
+               static_cast<int64_t>(unit) * unit_bytes;
+        }
+        const bool row_valid = (valid_rows >> row) & 1u;
+        const int staged_row = row + part * kWarpKeys;
+        if (!row_valid) at = rows_base;
+        if (copy16)
+          copy_async_16(base + stream_code_offset<Tile>(staged_row, 16 * unit - coef_bytes), at, row_valid);
+        else
+          copy_async_4(base + stream_code_offset<Tile>(staged_row, 4 * unit - coef_bytes), at, row_valid);
+        row += c.row_step;
+        unit += c.unit_step;
+        src += c.step;
+        if (unit >= c.units) {
+          unit -= c.units;
+          ++row;
+          src += c.carry;
+        }
+      }
+      if (per_row) {
+        const uint32_t *scale = part == 0 ? k_scale : v_scale;
+        if (valid)
+          scale += part == 0 ? outer * p.k_scale_stride[0] + inner * p.k_scale_stride[1]
+                             : outer * p.v_scale_stride[0] + inner * p.v_scale_stride[1];
+        copy_async_4(base + Tile::kSideOffset + (lane + part * kWarpKeys) * 4, scale, valid);
+      }
+    }
+  };
+
+  // Per-lane constants of the decode: the coefficient word (int4 group) of
+  // each K word this lane decodes and of each V word, and whether the word
+  // holds dims of the head at all.
+  int k_coef_at[Tile::kLaneWords];  // int4: byte offset of the word's coefficient in a staged row
+  bool k_word_valid[Tile::kLaneWords];
+#pragma unroll
+  for (int q = 0; q < Tile::kLaneWords; ++q) {
+    const int word = t * Tile::kLaneWords + q;
+    const int first_dim = kInt4 ? 8 * word : 4 * word;
+    k_word_valid[q] = first_dim < p.head_dim_qk;
+    const int group = kInt4 && p.head_dim_qk >= groups ? min(first_dim / (p.head_dim_qk / groups), groups - 1) : 0;
+    k_coef_at[q] = row_lead + 4 * group;
+  }
+  int v_coef_at[Tile::kVWords];
+  bool v_word_valid[Tile::kVWords];
+#pragma unroll
+  for (int wi = 0; wi < Tile::kVWords; ++wi) {
+    const int word = 8 * wi + g;
+    const int first_dim = kInt4 ? 8 * word : 4 * word;
+    v_word_valid[wi] = first_dim < p.head_dim_v;
+    const int group = kInt4 && p.head_dim_v >= groups ? min(first_dim / (p.head_dim_v / groups), groups - 1) : 0;
+    v_coef_at[wi] = row_lead + 4 * group;
+  }
+
+  // The keys every real row of the tile sees (warp-uniform).
+  int32_t whole_lo = INT32_MIN, whole_hi = INT32_MAX;
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (g + 8 * r < rows_here) {
+      whole_lo = max(whole_lo, vis_lo[r]);
+      whole_hi = min(whole_hi, vis_hi[r]);
+    }
+  whole_lo = __reduce_max_sync(0xffffffffu, whole_lo);
+  whole_hi = __reduce_min_sync(0xffffffffu, whole_hi);
+
+  float acc[kNO][4];
+#pragma unroll
+  for (int nt = 0; nt < kNO; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};  // log2 units
+  float row_sum[2] = {0.f, 0.f};              // this lane's share
+
+  const int num_tiles = (kv_hi - kv_lo + kWarpKeys - 1) / kWarpKeys;
+  const int my_tiles = num_tiles > warp ? (num_tiles - warp + Tile::kWarps - 1) / Tile::kWarps : 0;
+  const auto tile_start_of = [&](int i) { return kv_lo + (warp + i * Tile::kWarps) * kWarpKeys; };
+  static_assert(kStages == 2, "the lookups run one tile ahead of a two-stage ring");
+  int64_t next_outer = my_tiles > 0 ? outer_of(tile_start_of(0)) : 0;
+  if (my_tiles > 0) load_tile(0, tile_start_of(0), next_outer);
+  copy_commit();
+  next_outer = my_tiles > 1 ? outer_of(tile_start_of(1)) : 0;
+
+  for (int i = 0; i < my_tiles; ++i) {
+    if (i + 1 < my_tiles) {
+      load_tile((i + 1) % kStages, tile_start_of(i + 1), next_outer);
+      next_outer = i + 2 < my_tiles ? outer_of(tile_start_of(i + 2)) : 0;
+    }
+    copy_commit();
+    copy_wait<kStages - 1>();
+    __syncwarp();  // every lane's rows of tile i are in place
+    const uint8_t *const stage = staging + (i % kStages) * Tile::kStageBytes;
+    const uint8_t *const side = stage + Tile::kSideOffset;
+    const int32_t tile_start = tile_start_of(i);
+
+    // ---- S = Q K^T: lane (g, t) decodes key 8 j + g of n-tile j ---------
+    float s[kNS][4];
+#pragma unroll
+    for (int j = 0; j < kNS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    uint32_t k_words[kNS][Tile::kLaneWords];
+    constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
+    uint32_t k_coef[kNS][kCoefs];
+#pragma unroll
+    for (int j = 0; j < kNS; ++j) {
+      const int row = 8 * j + g;
+#pragma unroll
+      for (int q = 0; q < Tile::kLaneWords; q += 4) {
+        if constexpr (Tile::kLaneWords >= 4) {
+          const uint4 w =
+              *reinterpret_cast<const uint4 *>(stage + stream_code_offset<Tile>(row, 4 * (t * Tile::kLaneWords + q)));
+          k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
+        } else {
+          const uint2 w =
+              *reinterpret_cast<const uint2 *>(stage + stream_code_offset<Tile>(row, 4 * (t * Tile::kLaneWords)));
+          k_words[j][0] = w.x, k_words[j][1] = w.y;
+        }
+      }
+      if constexpr (kInt4) {
+#pragma unroll
+        for (int q = 0; q < Tile::kLaneWords; ++q)
+          k_coef[j][q] =
+              k_word_valid[q] ? *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + k_coef_at[q]) : 0u;
+      } else {
+        k_coef[j][0] = per_row ? reinterpret_cast<const uint32_t *>(side)[row] : k_fixed;
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+      uint32_t a[Tile::kQTiles][4];
+#pragma unroll
+      for (int part = 0; part < Tile::kQTiles; ++part)
+        ldmatrix_x4(a[part], q_base + part * Tile::kRows * Tile::kQRowBytes +
+                                 swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
+#pragma unroll
+      for (int j = 0; j < kNS; ++j) {
+        uint32_t b0, b1;
+        if constexpr (kInt4) {
+          const uint32_t word = k_words[j][ks / 2];
+          const uint32_t coef = k_coef[j][ks / 2];
+          const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+          const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+          const uint32_t x = ks % 2 == 0 ? word : word >> 8;
+          b0 = int4_low(x, scale, shift);
+          b1 = int4_high(x, scale, shift);
+        } else {
+          const uint32_t word = k_word_valid[ks] ? k_words[j][ks] : 0u;
+          const uint32_t coef = k_coef[j][0];
+          const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
+          const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
+          const float scale = __uint_as_float(coef);
+          b0 = fp8_scaled<kFormat>(word, fnuz, scale2, shift2, scale, scale, folded);
+          b1 = fp8_scaled<kFormat>(word >> 16, fnuz, scale2, shift2, scale, scale, folded);
+        }
+#pragma unroll
+        for (int part = 0; part < Tile::kQTiles; ++part) mma_16x8x16<__half>(s[j], a[part], b0, b1);
+      }
+    }
+
+    // ---- Scores in log2 units, masked; this warp's online softmax ------
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    // A tile that every real row sees whole (all but a piece's edges and a
+    // mask's boundary) skips the per-key bounds; padding rows then score
+    // finite values that are never written.
+    const auto score = [&](auto bounded) {
+#pragma unroll
+      for (int j = 0; j < kNS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int32_t key = tile_start + 8 * j + 2 * t + (e & 1);
+          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[j][e] * row_scale[r]) : s[j][e] * row_scale[r];
+          const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
+          // (Bias is rare: its loads are not overlapped with the MMAs.)
+          if (p.bias != nullptr && visible)
+            x += load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]) * kLog2e;
+          s[j][e] = visible ? x : -INFINITY;
+          tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+        }
+    };
+    if (tile_start >= whole_lo && tile_start + kWarpKeys - 1 <= whole_hi)
+      score(std::false_type{});
+    else
+      score(std::true_type{});
+    float reference[2];
+    bool rescale_any = false;
+    float rescale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = FragmentLayout::row_max(tile_max[r]);
+      const float m = fmaxf(row_max[r], tile_max[r]);
+      reference[r] = m == -INFINITY ? 0.f : m;
+      rescale[r] = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
+      rescale_any |= row_max[r] != -INFINITY && row_max[r] != m;
+      row_max[r] = m;
+      row_sum[r] *= rescale[r];
+    }
+    // Most tiles leave every maximum where it was: skip the 16 x D rescale.
+    if (__any_sync(0xffffffffu, rescale_any)) {
+#pragma unroll
+      for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
+    }
+    // FMHA_FLAG_FP8_PV: P rounded to fp8 against the row's largest P of
+    // the tile over fp8_max; the sums keep the exact P.
+    float p_scale[2] = {0.f, 0.f};
+    float p_inverse[2] = {0.f, 0.f};
+    if (p.fp8_pv) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        p_scale[r] = fast_exp2(tile_max[r] - reference[r]) / p.fp8_max;
+        p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
+      }
+    }
+    uint32_t pa[kNS][2];  // P as fp16 pairs: [n-tile][row g, row g + 8]
+#pragma unroll
+    for (int j = 0; j < kNS; ++j) {
+      float prob[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        prob[e] = fast_exp2(s[j][e] - reference[e / 2]);
+        row_sum[e / 2] += prob[e];
+        if (p.fp8_pv) prob[e] = fp8_round(prob[e] * p_inverse[e / 2], p.fp8_bias, p.fp8_max) * p_scale[e / 2];
+      }
+      pa[j][0] = pack2<__half>(prob[0], prob[1]);
+      pa[j][1] = pack2<__half>(prob[2], prob[3]);
+    }
+
+    // ---- O += P V: lane (g, t) decodes V words 8 wi + g of keys 2t, 2t + 1
+    // (b0) and 2t + 8, 2t + 9 (b1) of each 16-key step ---------------------
+#pragma unroll
+    for (int kk = 0; kk < Tile::kPvSteps; ++kk) {
+      const uint32_t a[4] = {pa[2 * kk][0], pa[2 * kk][1], pa[2 * kk + 1][0], pa[2 * kk + 1][1]};
+      const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
+      uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
+      if constexpr (!kInt4) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
+          scale_a[half] = per_row ? side_a[0] : v_fixed;
+          scale_b[half] = per_row ? side_a[1] : v_fixed;
+        }
+      }
+      // One V word (8 int4 / 4 fp8 n-tiles) at a time: fewer live registers.
+#pragma unroll
+      for (int wi = 0; wi < Tile::kVWords; ++wi) {
+        constexpr int kTilesPerWord = kInt4 ? 8 : 4;
+        const int word = 8 * wi + g;
+        uint32_t b[2][kTilesPerWord];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const uint32_t wa =
+              *reinterpret_cast<const uint32_t *>(stage + stream_code_offset<Tile>(key_a[half], 4 * word));
+          const uint32_t wb =
+              *reinterpret_cast<const uint32_t *>(stage + stream_code_offset<Tile>(key_a[half] + 1, 4 * word));
+          if constexpr (kInt4) {
+            const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
+            const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
+            const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
+            const __half2 scale = bits_half2(__byte_perm(ca, cb, 0x5410));
+            const __half2 shift = bits_half2(__byte_perm(ca, cb, 0x7632));
+#pragma unroll
+            for (int byte = 0; byte < 4; ++byte) {
+              // Byte `byte` of a in bits 0-7, of b in bits 16-23.
+              const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
+              b[half][2 * byte] = int4_low(y, scale, shift);
+              b[half][2 * byte + 1] = int4_high(y, scale, shift);
+            }
+          } else {
+            const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
+            const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
+#pragma unroll
+            for (int byte = 0; byte < 4; ++byte) {
+              const uint32_t y = __byte_perm(wa, wb, byte | ((byte + 4) << 4));
+              b[half][byte] = fp8_scaled<kFormat>(y, fnuz, scale2, shift2, __uint_as_float(scale_a[half]),
+                                                  __uint_as_float(scale_b[half]), folded);
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kTilesPerWord; ++j) mma_16x8x16<__half>(acc[kTilesPerWord * wi + j], a, b[0][j], b[1][j]);
+      }
+    }
+    __syncwarp();  // every lane is done with this stage before it is refilled
+  }
+  copy_wait<0>();
+  __syncwarp();
+
+  // ---- Merge the warps: maxima and sums, then O through shared memory ---
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] = FragmentLayout::row_sum(row_sum[r]);
+    if (t == 0) {
+      max_exchange[warp * Tile::kRows + g + 8 * r] = row_max[r];
+      sum_exchange[warp * Tile::kRows + g + 8 * r] = row_sum[r];
+    }
+  }
+  float *const o_part = reinterpret_cast<float *>(staging);
+#pragma unroll
+  for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      *reinterpret_cast<float2 *>(o_part + (g + 8 * r) * Tile::kOPitch + 8 * nt + 2 * t) =
+          make_float2(acc[nt][2 * r], acc[nt][2 * r + 1]);
+  __syncthreads();
+
+  const OutputTarget target = output_target(p, piece, chunk, queries);
+  constexpr int kPairs = kHeadDim / 2;
+  for (int i = tid; i < rows_here * kPairs; i += Tile::kThreads) {
+    const int row = i / kPairs;
+    const int d = 2 * (i % kPairs);
+    if (d >= p.head_dim_v) continue;
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < Tile::kWarps; ++w) top = fmaxf(top, max_exchange[w * Tile::kRows + row]);
+    const float reference = top == -INFINITY ? 0.f : top;
+    float sum = 0.f;
+    float x[2] = {0.f, 0.f};
+    const int col0 = o_fragment_column<kInt4>(d);
+    const int col1 = o_fragment_column<kInt4>(d + 1);
+#pragma unroll
+    for (int w = 0; w < Tile::kWarps; ++w) {
+      const float weight = fast_exp2(max_exchange[w * Tile::kRows + row] - reference);
+      const float *const part =
+          reinterpret_cast<const float *>(smem + Tile::kStagingOffset + w * Tile::kWarpStagingBytes);
+      sum += weight * sum_exchange[w * Tile::kRows + row];
+      x[0] += weight * part[row * Tile::kOPitch + col0];
+      x[1] += weight * part[row * Tile::kOPitch + col1];
+    }
+    // As the tile kernel: no visible key gives LSE -inf and O = 0; a NaN
+    // sum propagates.
+    float lse = sum != 0.f ? (reference + log2f(sum)) * kLn2 : -INFINITY;
+    float o_scale = sum != 0.f ? 1.f / sum : 0.f;
+    const int32_t packed = row0 + row;
+    const int32_t query_index = packed / p.heads_per_kv;
+    const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+    if (target.add_sink) {
+      const float sink = p.sinks[group * p.sinks_stride[0] + head * p.sinks_stride[1]];
+      const float sink_top = fmaxf(lse, sink);
+      const float with_sink = lse_of(sink_top, exp_relative(lse, sink_top) + exp_relative(sink, sink_top));
+      o_scale *= merge_weight(lse, with_sink);
+      lse = with_sink;
+    }
+    if (folded) o_scale *= __uint_as_float(v_fixed);
+    x[0] *= o_scale;
+    x[1] *= o_scale;
+    const int32_t query = target.row0 + query_index;
+    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] + group * target.o_stride[2] +
+                          head * target.o_stride[3];
+    if (d + 1 < p.head_dim_v)
+      store_row_elems<2>(target.o, target.o_elem, o_row + d, x);
+    else
+      store_row_elems<1>(target.o, target.o_elem, o_row + d, x);
+    if (d == 0 && target.lse != nullptr)
+      target.lse[target.batch * target.lse_stride[0] + group * target.lse_stride[1] + head * target.lse_stride[2] +
+                 query * target.lse_stride[3]] = lse;
+  }
+}
+
+template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+__global__ void __launch_bounds__(128, 3) quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  // Grid as the tile kernel's: K/V heads fastest, then row tiles, then items.
+  const int32_t heads = p.groups * p.heads_kv;
+  const int32_t head_index = static_cast<int32_t>(blockIdx.x % heads);
+  const int32_t tile_index = static_cast<int32_t>(blockIdx.x / heads);
+  const int32_t row_tile = tile_index % p.num_row_tiles;
+  const int32_t item = tile_index / p.num_row_tiles;
+  const int32_t group = head_index / p.heads_kv;
+  const int32_t head_kv = head_index % p.heads_kv;
+
+  int32_t first_piece = 0;
+  const int32_t pieces = item_pieces(p.work, p.seq, item, &first_piece);
+  for (int32_t i = 0; i < pieces; ++i) {
+    if (i > 0) __syncthreads();  // the previous piece is done with shared memory
+    stream_piece<T, kHeadDimBucket, kFormat>(p, smem, first_piece + i, row_tile, group, head_kv);
+  }
+}
+
+}  // namespace fmha::gpu::kernels
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
