@@ -20,12 +20,17 @@
 //    them), so Q is stored in the order in which one 16-byte read of a K
 //    row decodes into fragments (q_virtual_dim); the order of O's columns
 //    is free too (each column is one head dim), undone when O is written.
-// Numerics are the tile kernel's (quant_tile_loader.cuh): each K and V
-// value is the exact n * scale + shift or code * scale, rounded once to
-// fp16; bf16 Q is split into fp16 hi + lo; P is fp16.
+// Numerics: int4 and fp8 with fp16 scale + shift are the tile kernel's
+// (quant_tile_loader.cuh): each K and V value is the exact n * scale +
+// shift rounded once to fp16. fp8 with fp32 scales enters the MMAs as its
+// codes (exact in fp16): K's scale multiplies the fp32 scores, V's the
+// fp32 P before P is rounded to fp16 (per row, over a power-of-two
+// normaliser), or O (per head / tensor), so no K or V value is rounded at
+// all. bf16 Q is split into fp16 hi + lo; P is fp16.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -127,41 +132,51 @@ __device__ __forceinline__ int o_fragment_column(int d) {
 __device__ __forceinline__ uint32_t half2_bits(__half2 x) { return *reinterpret_cast<const uint32_t *>(&x); }
 __device__ __forceinline__ __half2 bits_half2(uint32_t x) { return *reinterpret_cast<const __half2 *>(&x); }
 
+// (x & mask) | bits as one LOP3: written out, both constants would be
+// immediates and the compiler emits two instructions (one immediate each).
+__device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t bits) {
+  uint32_t y;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;\n" : "=r"(y) : "r"(x), "r"(mask), "r"(bits));
+  return y;
+}
+
 // int4: the exact nibbles of fp16 1024 + n (low nibble of a byte) and 1024
 // + 16 n (high nibble), as n, then n * scale + shift rounded once.
 __device__ __forceinline__ uint32_t int4_low(uint32_t x, __half2 scale, __half2 shift) {
-  const __half2 n = __hsub2(bits_half2((x & 0x000f000fu) | 0x64006400u), __float2half2_rn(1024.f));
+  const __half2 n = __hsub2(bits_half2(and_or(x, 0x000f000fu, 0x64006400u)), __float2half2_rn(1024.f));
   return half2_bits(__hfma2(n, scale, shift));
 }
 __device__ __forceinline__ uint32_t int4_high(uint32_t x, __half2 scale, __half2 shift) {
   const __half2 n =
-      __hfma2(bits_half2((x & 0x00f000f0u) | 0x64006400u), __float2half2_rn(0.0625f), __float2half2_rn(-64.f));
+      __hfma2(bits_half2(and_or(x, 0x00f000f0u, 0x64006400u)), __float2half2_rn(0.0625f), __float2half2_rn(-64.f));
   return half2_bits(__hfma2(n, scale, shift));
 }
 
-// fp8 code pair (low 16 bits) times its scales, rounded once to fp16:
-// fp16 scale + shift (one FMA) or fp32 scales.
-// With `folded` the codes alone (exact in fp16): a per-head or per-tensor
-// fp32 scale is applied to the scores and to O instead.
-template <StreamFormat kFormat>
-__device__ __forceinline__ uint32_t fp8_scaled(uint32_t codes, bool fnuz, uint32_t scale_pair, uint32_t shift_pair,
-                                               float scale_lo, float scale_hi, bool folded) {
-  const __half2 value = fp8_pair_to_half(codes, fnuz);
-  if (kFormat == StreamFormat::kFp8Float && folded) return half2_bits(value);
+// Four fp8 codes as two fp16 pairs (codes 0, 1 in `lo`, 2, 3 in `hi`):
+// times the pair's fp16 scale plus shift (one FMA, rounded once), or the
+// codes alone (exact) with fp32 scales, which go onto the scores (K) and P
+// or O (V) instead. sm_89+ converts E4M3FN in one instruction per pair,
+// reading the word's upper half in place.
+template <StreamFormat kFormat, bool kFnuz>
+__device__ __forceinline__ void fp8_decoded(uint32_t codes, uint32_t scale_pair, uint32_t shift_pair, uint32_t &lo,
+                                            uint32_t &hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (!kFnuz) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(codes));
+  } else
+#endif
+  {
+    lo = half2_bits(fp8_pair_to_half(codes, kFnuz));
+    hi = half2_bits(fp8_pair_to_half(codes >> 16, kFnuz));
+  }
   if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
-    return half2_bits(__hfma2(value, bits_half2(scale_pair), bits_half2(shift_pair)));
-  } else {
-    const float2 v = __half22float2(value);
-    return pack2<__half>(v.x * scale_lo, v.y * scale_hi);
+    lo = half2_bits(__hfma2(bits_half2(lo), bits_half2(scale_pair), bits_half2(shift_pair)));
+    hi = half2_bits(__hfma2(bits_half2(hi), bits_half2(scale_pair), bits_half2(shift_pair)));
   }
 }
 
-template <typename Tile>
-__device__ __forceinline__ uint32_t stream_row_offset(int row) {
-  return static_cast<uint32_t>(row * Tile::kPitch);
-}
-// Byte offset of byte `byte` (multiple of 4 within a 16-byte chunk) of a
-// staged row's packed values.
 template <typename Tile>
 __device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
   if constexpr (Tile::kSwizzle) {
@@ -396,40 +411,49 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       return __ldg(p.seq.kv_indices + (seq_origin + (key >> p.seq.page_size_log2)) * p.seq.kv_indices_stride);
     return seq_outer;
   };
-  // The copies are dealt out flat, unit u = lane + 32 i of the 32 K (then
-  // V) rows: consecutive lanes take consecutive 16- or 4-byte units of a
-  // row, so one copy instruction touches a few whole cache lines (a lane
-  // per row made it touch 32: the LSU, not memory, was then the limit).
-  // A row's address is affine in its key for contiguous layouts, else the
-  // lane owning the key shares it.
-  const bool affine = p.seq.kv_layout != FMHA_KV_PAGED && p.seq.kv_layout != FMHA_KV_RAGGED;
+  // The copies are dealt out flat: unit f = lane + 32 i (i < units) of the
+  // 32 K (then V) rows is unit f % units of row f / units, so consecutive
+  // lanes take consecutive 16- or 4-byte units of a row and one copy
+  // instruction touches a few whole cache lines (a lane per row made it
+  // touch 32: the LSU, not memory, was then the limit). f / units is
+  // the high word of 2 f * ceil(2^31 / units), exact for f < 2^31 / units
+  // (and units = 1 fits), and
+  // every address is affine in (f, row): a copy costs a handful of
+  // integer operations (a running row / unit pair with its wrap-around
+  // made the loop about 45 instructions per copy). A row's source is
+  // affine in its key for contiguous layouts, else the lane owning the key
+  // shares its offset.
   const int unit_bytes = copy16 ? 16 : 4;
   // int4 rows land with their coefficients just before kLead.
   const int coef_bytes = kInt4 ? 4 * groups : 0;
   const int row_lead = Tile::kLead - coef_bytes;  // where a staged row's copy starts
   struct RowCopy {
-    int units, row0, unit0, row_step, unit_step;
-    int64_t step, carry;  // source advance per unit step, and at a row's end
+    int units;        // copy units of a row (<= 32 up to D 128)
+    uint32_t magic;   // ceil(2^31 / units)
+    int64_t src_gap;  // contiguous layouts: source bytes from one row's end to the next row's start
+    int32_t dst_gap;  // staging bytes from one row's end to the next row's start (unswizzled rows)
   };
   const auto row_copy = [&](int32_t row_words, int64_t stride1) {
     RowCopy c;
-    c.units = copy16 ? row_words / 4 : row_words;  // <= 32 up to D 128
-    c.row0 = lane / c.units;
-    c.unit0 = lane % c.units;
-    c.row_step = 32 / c.units;
-    c.unit_step = 32 % c.units;
-    c.step = c.row_step * stride1 + c.unit_step * unit_bytes;
-    c.carry = stride1 - static_cast<int64_t>(c.units) * unit_bytes;
+    c.units = copy16 ? row_words / 4 : row_words;
+    c.magic = static_cast<uint32_t>(((uint64_t{1} << 31) + c.units - 1) / c.units);
+    c.src_gap = stride1 - static_cast<int64_t>(c.units) * unit_bytes;
+    c.dst_gap = Tile::kPitch - c.units * unit_bytes;
     return c;
   };
   const RowCopy k_copy = row_copy(k_row_words, k_stride1);
   const RowCopy v_copy = row_copy(v_row_words, v_stride1);
+  // Affine sources take one multiply-add per copy with an unsigned 32-bit
+  // gap (any other stride takes the shared offsets).
+  const auto narrow = [](int64_t x) { return x >= 0 && x <= UINT32_MAX; };
+  const bool affine = p.seq.kv_layout != FMHA_KV_PAGED && p.seq.kv_layout != FMHA_KV_RAGGED && narrow(k_copy.src_gap) &&
+                      narrow(v_copy.src_gap);
 
   const auto load_tile = [&](int stage, int32_t tile_start, int64_t outer) {
     const SmemAddr base = staging_base + stage * Tile::kStageBytes;
     const int32_t key = tile_start + lane;
     const bool valid = key < kv_hi;
-    const uint32_t valid_rows = __ballot_sync(0xffffffffu, valid);
+    const int valid_rows = min(kv_hi - tile_start, kWarpKeys);  // the tile's first rows are its keys
     int64_t inner = seq_origin + key;
     if (p.seq.kv_layout == FMHA_KV_PAGED)
       inner = (seq_origin + key) & ((int64_t{1} << p.seq.page_size_log2) - 1);
@@ -442,35 +466,83 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       const int64_t stride0 = part == 0 ? k_stride0 : v_stride0;
       const int64_t stride1 = part == 0 ? k_stride1 : v_stride1;
       const int64_t my_offset = outer * stride0 + inner * stride1;  // this lane's key
-      int row = c.row0;
-      int unit = c.unit0;
-      // Contiguous layouts: the source advances by fixed steps.
-      const uint8_t *src = rows_base + seq_outer * stride0 + (seq_origin + tile_start + row) * stride1 +
-                           static_cast<int64_t>(unit) * unit_bytes;
-      for (int i = 0; i < c.units; ++i) {
-        const uint8_t *at = src;
-        if (!affine) {
-          const int lo = __shfl_sync(0xffffffffu, static_cast<int>(my_offset & 0xffffffff), row);
-          const int hi = __shfl_sync(0xffffffffu, static_cast<int>(my_offset >> 32), row);
-          at = rows_base + ((static_cast<int64_t>(hi) << 32) | static_cast<uint32_t>(lo)) +
-               static_cast<int64_t>(unit) * unit_bytes;
+      const int offset_lo = static_cast<int>(my_offset & 0xffffffff);
+      const int offset_hi = static_cast<int>(my_offset >> 32);
+      const uint32_t src_gap = static_cast<uint32_t>(c.src_gap);
+      const auto copy_units = [&](auto whole, auto wide, auto contiguous) {
+        constexpr bool kWhole = decltype(whole)::value;  // every row of the tile is a key
+        constexpr int kUnitBytes = decltype(wide)::value ? 16 : 4;
+        constexpr bool kAffine = decltype(contiguous)::value;
+        // Byte f * kUnitBytes of the part's rows as if they were packed,
+        // in the source (contiguous layouts) and in staging.
+        const uint8_t *const src_packed =
+            rows_base + seq_outer * stride0 + (seq_origin + tile_start) * stride1 + lane * kUnitBytes;
+        const SmemAddr dst_packed = base + part * kWarpKeys * Tile::kPitch + row_lead + lane * kUnitBytes;
+        // Unit f of the copy: `packed` points at its byte as if the rows
+        // were packed (contiguous layouts), `dst` at its staged byte.
+        const auto copy_unit = [&](uint32_t f, const uint8_t *packed, SmemAddr dst) {
+          const int row = static_cast<int>(__umulhi(2 * f, c.magic));
+          const int unit = static_cast<int>(f) - row * c.units;
+          const uint8_t *at;
+          if constexpr (kAffine) {
+            at = packed + static_cast<uint64_t>(static_cast<uint32_t>(row)) * src_gap;
+          } else {
+            const int lo = __shfl_sync(0xffffffffu, offset_lo, row);
+            const int hi = __shfl_sync(0xffffffffu, offset_hi, row);
+            at = rows_base + ((static_cast<int64_t>(hi) << 32) | static_cast<uint32_t>(lo)) + unit * kUnitBytes;
+          }
+          bool row_valid = true;
+          if constexpr (!kWhole) {
+            row_valid = row < valid_rows;
+            if (!row_valid) at = rows_base;
+          }
+          if constexpr (Tile::kSwizzle)
+            dst = base + stream_code_offset<Tile>(row + part * kWarpKeys, unit * kUnitBytes);
+          else
+            dst += row * c.dst_gap;
+          if constexpr (kUnitBytes == 16)
+            copy_async_16(dst, at, row_valid);
+          else
+            copy_async_4(dst, at, row_valid);
+        };
+        // Four copies per step without a trip test between them; running
+        // pointers keep the unit offsets immediate.
+        constexpr int kStep = 32 * kUnitBytes;
+        const uint8_t *packed = src_packed;
+        SmemAddr dst = dst_packed;
+        uint32_t f = static_cast<uint32_t>(lane);
+        int i = 0;
+        for (; i + 4 <= c.units; i += 4) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) copy_unit(f + 32 * j, packed + j * kStep, dst + j * kStep);
+          f += 128;
+          packed += 4 * kStep;
+          dst += 4 * kStep;
         }
-        const bool row_valid = (valid_rows >> row) & 1u;
-        const int staged_row = row + part * kWarpKeys;
-        if (!row_valid) at = rows_base;
-        if (copy16)
-          copy_async_16(base + stream_code_offset<Tile>(staged_row, 16 * unit - coef_bytes), at, row_valid);
+        for (; i < c.units; ++i) {
+          copy_unit(f, packed, dst);
+          f += 32;
+          packed += kStep;
+          dst += kStep;
+        }
+      };
+      // Warp-uniform branches: each loop body holds only what it needs.
+      const auto by_layout = [&](auto whole, auto wide) {
+        if (affine)
+          copy_units(whole, wide, std::true_type{});
         else
-          copy_async_4(base + stream_code_offset<Tile>(staged_row, 4 * unit - coef_bytes), at, row_valid);
-        row += c.row_step;
-        unit += c.unit_step;
-        src += c.step;
-        if (unit >= c.units) {
-          unit -= c.units;
-          ++row;
-          src += c.carry;
-        }
-      }
+          copy_units(whole, wide, std::false_type{});
+      };
+      const auto by_width = [&](auto whole) {
+        if (copy16)
+          by_layout(whole, std::true_type{});
+        else
+          by_layout(whole, std::false_type{});
+      };
+      if (valid_rows == kWarpKeys)
+        by_width(std::true_type{});
+      else
+        by_width(std::false_type{});
       if (per_row) {
         const uint32_t *scale = part == 0 ? k_scale : v_scale;
         if (valid)
@@ -494,6 +566,18 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     const int group = kInt4 && p.head_dim_qk >= groups ? min(first_dim / (p.head_dim_qk / groups), groups - 1) : 0;
     k_coef_at[q] = row_lead + 4 * group;
   }
+  // Where this lane's K words (row g) and V words (rows 2 t, 2 t + 1) lie in
+  // a staged row: a swizzled row's chunk order depends on (row / 2) % 4,
+  // which is g / 2 for every K row 8 j + g and t for every V row it reads
+  // (32 + 16 kk + 8 h + 2 t + {0, 1}), so these offsets plus multiples of
+  // the pitch reach all of them.
+  uint32_t k_code_at[(Tile::kLaneWords + 3) / 4];
+#pragma unroll
+  for (int q = 0; q < Tile::kLaneWords; q += 4)
+    k_code_at[q / 4] = stream_code_offset<Tile>(g, 4 * (t * Tile::kLaneWords + q));
+  uint32_t v_code_at[Tile::kVWords];
+#pragma unroll
+  for (int wi = 0; wi < Tile::kVWords; ++wi) v_code_at[wi] = stream_code_offset<Tile>(2 * t, 4 * (8 * wi + g));
   int v_coef_at[Tile::kVWords];
   bool v_word_valid[Tile::kVWords];
 #pragma unroll
@@ -505,6 +589,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     v_coef_at[wi] = row_lead + 4 * group;
   }
 
+  const bool plain_scores = !p.has_softcap && p.bias == nullptr;
   // The keys every real row of the tile sees (warp-uniform).
   int32_t whole_lo = INT32_MIN, whole_hi = INT32_MAX;
 #pragma unroll
@@ -521,6 +606,9 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   for (int nt = 0; nt < kNO; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};  // log2 units
   float row_sum[2] = {0.f, 0.f};              // this lane's share
+  // O's unit: 1, or with fp32 V scales per row the warp's V normaliser
+  // (set at its first tile).
+  float v_norm = kFormat == StreamFormat::kFp8Float && per_row ? 0.f : 1.f;
 
   const int num_tiles = (kv_hi - kv_lo + kWarpKeys - 1) / kWarpKeys;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + Tile::kWarps - 1) / Tile::kWarps : 0;
@@ -531,208 +619,281 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   copy_commit();
   next_outer = my_tiles > 1 ? outer_of(tile_start_of(1)) : 0;
 
-  for (int i = 0; i < my_tiles; ++i) {
-    if (i + 1 < my_tiles) {
-      load_tile((i + 1) % kStages, tile_start_of(i + 1), next_outer);
-      next_outer = i + 2 < my_tiles ? outer_of(tile_start_of(i + 2)) : 0;
-    }
-    copy_commit();
-    copy_wait<kStages - 1>();
-    __syncwarp();  // every lane's rows of tile i are in place
-    const uint8_t *const stage = staging + (i % kStages) * Tile::kStageBytes;
-    const uint8_t *const side = stage + Tile::kSideOffset;
-    const int32_t tile_start = tile_start_of(i);
+  // The tile loop, with the fp8 flavour fixed at compile time: a run-time
+  // test inside the decode costs a branch per code pair.
+  const auto run_tiles = [&](auto fnuz_tag) {
+    [[maybe_unused]] constexpr bool kFnuz = decltype(fnuz_tag)::value;
+    for (int i = 0; i < my_tiles; ++i) {
+      if (i + 1 < my_tiles) {
+        load_tile((i + 1) % kStages, tile_start_of(i + 1), next_outer);
+        next_outer = i + 2 < my_tiles ? outer_of(tile_start_of(i + 2)) : 0;
+      }
+      copy_commit();
+      copy_wait<kStages - 1>();
+      __syncwarp();  // every lane's rows of tile i are in place
+      const uint8_t *const stage = staging + (i % kStages) * Tile::kStageBytes;
+      [[maybe_unused]] const uint8_t *const side = stage + Tile::kSideOffset;
+      const int32_t tile_start = tile_start_of(i);
 
-    // ---- S = Q K^T: lane (g, t) decodes key 8 j + g of n-tile j ---------
-    float s[kNS][4];
+      // ---- S = Q K^T: lane (g, t) decodes key 8 j + g of n-tile j ---------
+      float s[kNS][4];
 #pragma unroll
-    for (int j = 0; j < kNS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-    uint32_t k_words[kNS][Tile::kLaneWords];
-    constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
-    uint32_t k_coef[kNS][kCoefs];
-#pragma unroll
-    for (int j = 0; j < kNS; ++j) {
-      const int row = 8 * j + g;
-#pragma unroll
-      for (int q = 0; q < Tile::kLaneWords; q += 4) {
-        if constexpr (Tile::kLaneWords >= 4) {
-          const uint4 w =
-              *reinterpret_cast<const uint4 *>(stage + stream_code_offset<Tile>(row, 4 * (t * Tile::kLaneWords + q)));
-          k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
-        } else {
-          const uint2 w =
-              *reinterpret_cast<const uint2 *>(stage + stream_code_offset<Tile>(row, 4 * (t * Tile::kLaneWords)));
-          k_words[j][0] = w.x, k_words[j][1] = w.y;
-        }
-      }
-      if constexpr (kInt4) {
-#pragma unroll
-        for (int q = 0; q < Tile::kLaneWords; ++q)
-          k_coef[j][q] =
-              k_word_valid[q] ? *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + k_coef_at[q]) : 0u;
-      } else {
-        k_coef[j][0] = per_row ? reinterpret_cast<const uint32_t *>(side)[row] : k_fixed;
-      }
-    }
-#pragma unroll
-    for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-      uint32_t a[Tile::kQTiles][4];
-#pragma unroll
-      for (int part = 0; part < Tile::kQTiles; ++part)
-        ldmatrix_x4(a[part], q_base + part * Tile::kRows * Tile::kQRowBytes +
-                                 swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
+      for (int j = 0; j < kNS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      uint32_t k_words[kNS][Tile::kLaneWords];
+      constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
+      uint32_t k_coef[kNS][kCoefs];
 #pragma unroll
       for (int j = 0; j < kNS; ++j) {
-        uint32_t b0, b1;
+        [[maybe_unused]] const int row = 8 * j + g;
+#pragma unroll
+        for (int q = 0; q < Tile::kLaneWords; q += 4) {
+          if constexpr (Tile::kLaneWords >= 4) {
+            const uint4 w = *reinterpret_cast<const uint4 *>(stage + 8 * j * Tile::kPitch + k_code_at[q / 4]);
+            k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
+          } else {
+            const uint2 w = *reinterpret_cast<const uint2 *>(stage + 8 * j * Tile::kPitch + k_code_at[0]);
+            k_words[j][0] = w.x, k_words[j][1] = w.y;
+          }
+        }
         if constexpr (kInt4) {
-          const uint32_t word = k_words[j][ks / 2];
-          const uint32_t coef = k_coef[j][ks / 2];
-          const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
-          const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
-          const uint32_t x = ks % 2 == 0 ? word : word >> 8;
-          b0 = int4_low(x, scale, shift);
-          b1 = int4_high(x, scale, shift);
+#pragma unroll
+          for (int q = 0; q < Tile::kLaneWords; ++q)
+            k_coef[j][q] =
+                k_word_valid[q] ? *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + k_coef_at[q]) : 0u;
         } else {
-          const uint32_t word = k_word_valid[ks] ? k_words[j][ks] : 0u;
-          const uint32_t coef = k_coef[j][0];
-          const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
-          const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
-          const float scale = __uint_as_float(coef);
-          b0 = fp8_scaled<kFormat>(word, fnuz, scale2, shift2, scale, scale, folded);
-          b1 = fp8_scaled<kFormat>(word >> 16, fnuz, scale2, shift2, scale, scale, folded);
+          // (fp32 scales go onto the scores: K codes enter the MMAs as they are.)
+          if constexpr (kFormat == StreamFormat::kFp8ScaleShift)
+            k_coef[j][0] = per_row ? reinterpret_cast<const uint32_t *>(side)[row] : k_fixed;
+          else
+            k_coef[j][0] = 0u;
         }
-#pragma unroll
-        for (int part = 0; part < Tile::kQTiles; ++part) mma_16x8x16<__half>(s[j], a[part], b0, b1);
       }
-    }
-
-    // ---- Scores in log2 units, masked; this warp's online softmax ------
-    float tile_max[2] = {-INFINITY, -INFINITY};
-    // A tile that every real row sees whole (all but a piece's edges and a
-    // mask's boundary) skips the per-key bounds; padding rows then score
-    // finite values that are never written.
-    const auto score = [&](auto bounded) {
 #pragma unroll
-      for (int j = 0; j < kNS; ++j)
+      for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+        uint32_t a[Tile::kQTiles][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2;
-          const int32_t key = tile_start + 8 * j + 2 * t + (e & 1);
-          float x = p.has_softcap ? p.softcap_log2 * tanhf(s[j][e] * row_scale[r]) : s[j][e] * row_scale[r];
-          const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
-          // (Bias is rare: its loads are not overlapped with the MMAs.)
-          if (p.bias != nullptr && visible)
-            x += load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]) * kLog2e;
-          s[j][e] = visible ? x : -INFINITY;
-          tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+        for (int part = 0; part < Tile::kQTiles; ++part)
+          ldmatrix_x4(a[part], q_base + part * Tile::kRows * Tile::kQRowBytes +
+                                   swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
+#pragma unroll
+        for (int j = 0; j < kNS; ++j) {
+          uint32_t b0, b1;
+          if constexpr (kInt4) {
+            const uint32_t word = k_words[j][ks / 2];
+            const uint32_t coef = k_coef[j][ks / 2];
+            const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+            const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+            const uint32_t x = ks % 2 == 0 ? word : word >> 8;
+            b0 = int4_low(x, scale, shift);
+            b1 = int4_high(x, scale, shift);
+          } else {
+            // (Codes past Dqk are staged zeros and meet Q's zeros.)
+            const uint32_t word = k_words[j][ks];
+            const uint32_t coef = k_coef[j][0];
+            const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
+            const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
+            fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0, b1);
+          }
+#pragma unroll
+          for (int part = 0; part < Tile::kQTiles; ++part) mma_16x8x16<__half>(s[j], a[part], b0, b1);
         }
-    };
-    if (tile_start >= whole_lo && tile_start + kWarpKeys - 1 <= whole_hi)
-      score(std::false_type{});
-    else
-      score(std::true_type{});
-    float reference[2];
-    bool rescale_any = false;
-    float rescale[2];
+      }
+
+      // ---- Scores in log2 units, masked; this warp's online softmax ------
+      float tile_max[2] = {-INFINITY, -INFINITY};
+      // A tile that every real row sees whole (all but a piece's edges and a
+      // mask's boundary) skips the per-key bounds; padding rows then score
+      // finite values that are never written.
+      // Softcap and bias are warp-uniform: tested once per tile, not per
+      // score (per score, the branches cost more than the scores).
+      // fp8 with fp32 scales per row: each key's K scale, on its scores
+      // (keys 8 j + 2 t, 8 j + 2 t + 1 of this lane).
+      float key_scale[kNS][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = FragmentLayout::row_max(tile_max[r]);
-      const float m = fmaxf(row_max[r], tile_max[r]);
-      reference[r] = m == -INFINITY ? 0.f : m;
-      rescale[r] = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
-      rescale_any |= row_max[r] != -INFINITY && row_max[r] != m;
-      row_max[r] = m;
-      row_sum[r] *= rescale[r];
-    }
-    // Most tiles leave every maximum where it was: skip the 16 x D rescale.
-    if (__any_sync(0xffffffffu, rescale_any)) {
+      for (int j = 0; j < kNS; ++j) {
+        key_scale[j][0] = key_scale[j][1] = 1.f;
+        if constexpr (kFormat == StreamFormat::kFp8Float) {
+          if (per_row) {
+            const float2 pair = *reinterpret_cast<const float2 *>(side + 4 * (8 * j + 2 * t));
+            key_scale[j][0] = pair.x;
+            key_scale[j][1] = pair.y;
+          }
+        }
+      }
+      const auto score = [&](auto bounded, auto plain) {
+        constexpr bool kPlain = decltype(plain)::value;  // no softcap, no bias
 #pragma unroll
-      for (int nt = 0; nt < kNO; ++nt)
+        for (int j = 0; j < kNS; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
-    }
-    // FMHA_FLAG_FP8_PV: P rounded to fp8 against the row's largest P of
-    // the tile over fp8_max; the sums keep the exact P.
-    float p_scale[2] = {0.f, 0.f};
-    float p_inverse[2] = {0.f, 0.f};
-    if (p.fp8_pv) {
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            const int32_t key = tile_start + 8 * j + 2 * t + (e & 1);
+            float x = s[j][e] * row_scale[r];
+            if constexpr (kFormat == StreamFormat::kFp8Float) x *= key_scale[j][e & 1];
+            const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
+            if constexpr (!kPlain) {
+              if (p.has_softcap) x = p.softcap_log2 * tanhf(x);
+              // (Bias is rare: its loads are not overlapped with the MMAs.)
+              if (p.bias != nullptr && visible)
+                x += load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]) * kLog2e;
+            }
+            s[j][e] = visible ? x : -INFINITY;
+            tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+          }
+      };
+      if (!plain_scores)
+        score(std::true_type{}, std::false_type{});
+      else if (tile_start >= whole_lo && tile_start + kWarpKeys - 1 <= whole_hi)
+        score(std::false_type{}, std::true_type{});
+      else
+        score(std::true_type{}, std::true_type{});
+      float reference[2];
+      bool rescale_any = false;
+      float rescale[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        p_scale[r] = fast_exp2(tile_max[r] - reference[r]) / p.fp8_max;
-        p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
+        tile_max[r] = FragmentLayout::row_max(tile_max[r]);
+        const float m = fmaxf(row_max[r], tile_max[r]);
+        reference[r] = m == -INFINITY ? 0.f : m;
+        rescale[r] = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
+        rescale_any |= row_max[r] != -INFINITY && row_max[r] != m;
+        row_max[r] = m;
+        row_sum[r] *= rescale[r];
       }
-    }
-    uint32_t pa[kNS][2];  // P as fp16 pairs: [n-tile][row g, row g + 8]
+      // Most tiles leave every maximum where it was: skip the 16 x D rescale.
+      if (__any_sync(0xffffffffu, rescale_any)) {
 #pragma unroll
-    for (int j = 0; j < kNS; ++j) {
-      float prob[4];
+        for (int nt = 0; nt < kNO; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        prob[e] = fast_exp2(s[j][e] - reference[e / 2]);
-        row_sum[e / 2] += prob[e];
-        if (p.fp8_pv) prob[e] = fp8_round(prob[e] * p_inverse[e / 2], p.fp8_bias, p.fp8_max) * p_scale[e / 2];
+          for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
       }
-      pa[j][0] = pack2<__half>(prob[0], prob[1]);
-      pa[j][1] = pack2<__half>(prob[2], prob[3]);
-    }
-
-    // ---- O += P V: lane (g, t) decodes V words 8 wi + g of keys 2t, 2t + 1
-    // (b0) and 2t + 8, 2t + 9 (b1) of each 16-key step ---------------------
+      // fp8 with fp32 scales per row: V's codes enter the MMAs as they are
+      // and each key's V scale goes onto its P, over v_norm (the warp's
+      // largest power of two at or below a tile's largest V scale so far:
+      // P' = P s / v_norm < 2 keeps fp16's range; O is in units of v_norm
+      // and rescaled, exactly, when v_norm grows).
+      float v_weight[kNS][2];
 #pragma unroll
-    for (int kk = 0; kk < Tile::kPvSteps; ++kk) {
-      const uint32_t a[4] = {pa[2 * kk][0], pa[2 * kk][1], pa[2 * kk + 1][0], pa[2 * kk + 1][1]};
-      const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
-      uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
-      if constexpr (!kInt4) {
+      for (int j = 0; j < kNS; ++j) v_weight[j][0] = v_weight[j][1] = 1.f;
+      if constexpr (kFormat == StreamFormat::kFp8Float) {
+        if (per_row) {
+          float top = 0.f;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
-          scale_a[half] = per_row ? side_a[0] : v_fixed;
-          scale_b[half] = per_row ? side_a[1] : v_fixed;
+          for (int j = 0; j < kNS; ++j) {
+            const float2 pair = *reinterpret_cast<const float2 *>(side + 4 * (kWarpKeys + 8 * j + 2 * t));
+            v_weight[j][0] = pair.x;
+            v_weight[j][1] = pair.y;
+            top = fmaxf(top, fmaxf(pair.x, pair.y));
+          }
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));  // the tile's 32 keys: warp-uniform
+          const float bound = fmaxf(__uint_as_float(__float_as_uint(top) & 0x7f800000u), FLT_MIN);
+          if (bound > v_norm) {
+            const float factor = v_norm / bound;  // a power of two (0 at the first tile)
+#pragma unroll
+            for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) acc[nt][e] *= factor;
+            v_norm = bound;
+          }
+          const float inverse = 1.f / v_norm;  // exact
+#pragma unroll
+          for (int j = 0; j < kNS; ++j) {
+            v_weight[j][0] *= inverse;
+            v_weight[j][1] *= inverse;
+          }
         }
       }
-      // One V word (8 int4 / 4 fp8 n-tiles) at a time: fewer live registers.
+      uint32_t pa[kNS][2];  // P as fp16 pairs: [n-tile][row g, row g + 8]
+      // FMHA_FLAG_FP8_PV: P rounded to fp8 against the row's largest P of
+      // the tile over fp8_max; the sums keep the exact P.
+      const auto probabilities = [&](auto rounded) {
+        [[maybe_unused]] float p_scale[2], p_inverse[2];
+        if constexpr (decltype(rounded)::value) {
 #pragma unroll
-      for (int wi = 0; wi < Tile::kVWords; ++wi) {
-        constexpr int kTilesPerWord = kInt4 ? 8 : 4;
-        const int word = 8 * wi + g;
-        uint32_t b[2][kTilesPerWord];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const uint32_t wa =
-              *reinterpret_cast<const uint32_t *>(stage + stream_code_offset<Tile>(key_a[half], 4 * word));
-          const uint32_t wb =
-              *reinterpret_cast<const uint32_t *>(stage + stream_code_offset<Tile>(key_a[half] + 1, 4 * word));
-          if constexpr (kInt4) {
-            const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
-            const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
-            const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
-            const __half2 scale = bits_half2(__byte_perm(ca, cb, 0x5410));
-            const __half2 shift = bits_half2(__byte_perm(ca, cb, 0x7632));
-#pragma unroll
-            for (int byte = 0; byte < 4; ++byte) {
-              // Byte `byte` of a in bits 0-7, of b in bits 16-23.
-              const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
-              b[half][2 * byte] = int4_low(y, scale, shift);
-              b[half][2 * byte + 1] = int4_high(y, scale, shift);
-            }
-          } else {
-            const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
-            const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
-#pragma unroll
-            for (int byte = 0; byte < 4; ++byte) {
-              const uint32_t y = __byte_perm(wa, wb, byte | ((byte + 4) << 4));
-              b[half][byte] = fp8_scaled<kFormat>(y, fnuz, scale2, shift2, __uint_as_float(scale_a[half]),
-                                                  __uint_as_float(scale_b[half]), folded);
-            }
+          for (int r = 0; r < 2; ++r) {
+            p_scale[r] = fast_exp2(tile_max[r] - reference[r]) / p.fp8_max;
+            p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
           }
         }
 #pragma unroll
-        for (int j = 0; j < kTilesPerWord; ++j) mma_16x8x16<__half>(acc[kTilesPerWord * wi + j], a, b[0][j], b[1][j]);
+        for (int j = 0; j < kNS; ++j) {
+          float prob[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            prob[e] = fast_exp2(s[j][e] - reference[e / 2]);
+            row_sum[e / 2] += prob[e];
+            if constexpr (decltype(rounded)::value)
+              prob[e] = fp8_round(prob[e] * p_inverse[e / 2], p.fp8_bias, p.fp8_max) * p_scale[e / 2];
+            if constexpr (kFormat == StreamFormat::kFp8Float) prob[e] *= v_weight[j][e & 1];
+          }
+          pa[j][0] = pack2<__half>(prob[0], prob[1]);
+          pa[j][1] = pack2<__half>(prob[2], prob[3]);
+        }
+      };
+      if (p.fp8_pv)
+        probabilities(std::true_type{});
+      else
+        probabilities(std::false_type{});
+
+        // ---- O += P V: lane (g, t) decodes V words 8 wi + g of keys 2t, 2t + 1
+        // (b0) and 2t + 8, 2t + 9 (b1) of each 16-key step ---------------------
+#pragma unroll
+      for (int kk = 0; kk < Tile::kPvSteps; ++kk) {
+        const uint32_t a[4] = {pa[2 * kk][0], pa[2 * kk][1], pa[2 * kk + 1][0], pa[2 * kk + 1][1]};
+        const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
+        [[maybe_unused]] uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
+        if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
+            scale_a[half] = per_row ? side_a[0] : v_fixed;
+            scale_b[half] = per_row ? side_a[1] : v_fixed;
+          }
+        }
+        // One V word (8 int4 / 4 fp8 n-tiles) at a time: fewer live registers.
+#pragma unroll
+        for (int wi = 0; wi < Tile::kVWords; ++wi) {
+          constexpr int kTilesPerWord = kInt4 ? 8 : 4;
+          uint32_t b[2][kTilesPerWord];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const uint8_t *const v_at = stage + (key_a[half] - 2 * t) * Tile::kPitch + v_code_at[wi];
+            const uint32_t wa = *reinterpret_cast<const uint32_t *>(v_at);
+            const uint32_t wb = *reinterpret_cast<const uint32_t *>(v_at + Tile::kPitch);
+            if constexpr (kInt4) {
+              const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
+              const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
+              const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
+              const __half2 scale = bits_half2(__byte_perm(ca, cb, 0x5410));
+              const __half2 shift = bits_half2(__byte_perm(ca, cb, 0x7632));
+#pragma unroll
+              for (int byte = 0; byte < 4; ++byte) {
+                // Byte `byte` of a in bits 0-7, of b in bits 16-23.
+                const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
+                b[half][2 * byte] = int4_low(y, scale, shift);
+                b[half][2 * byte + 1] = int4_high(y, scale, shift);
+              }
+            } else {
+              const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
+              const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
+              // Bytes 0, 1 (then 2, 3) of a and b interleaved: (a0, b0) and
+              // (a1, b1) are the pairs of n-tiles 0 and 1 (2 and 3).
+              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x5140), scale2, shift2, b[half][0], b[half][1]);
+              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x7362), scale2, shift2, b[half][2], b[half][3]);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kTilesPerWord; ++j) mma_16x8x16<__half>(acc[kTilesPerWord * wi + j], a, b[0][j], b[1][j]);
+        }
       }
+      __syncwarp();  // every lane is done with this stage before it is refilled
     }
-    __syncwarp();  // every lane is done with this stage before it is refilled
-  }
+  };
+  if (!kInt4 && fnuz)
+    run_tiles(std::true_type{});
+  else
+    run_tiles(std::false_type{});
   copy_wait<0>();
   __syncwarp();
 
@@ -751,7 +912,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
     for (int r = 0; r < 2; ++r)
       *reinterpret_cast<float2 *>(o_part + (g + 8 * r) * Tile::kOPitch + 8 * nt + 2 * t) =
-          make_float2(acc[nt][2 * r], acc[nt][2 * r + 1]);
+          make_float2(acc[nt][2 * r] * v_norm, acc[nt][2 * r + 1] * v_norm);
   __syncthreads();
 
   const OutputTarget target = output_target(p, piece, chunk, queries);
