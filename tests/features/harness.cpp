@@ -440,6 +440,16 @@ std::unique_ptr<AttentionData> build_attention(const AttentionCase &spec, uint64
   auto kv_index = [&](int64_t b, int64_t j, int64_t g, int64_t h) {
     return static_cast<size_t>((((kv_start[b] + j) * G + g) * Hkv + h) * D);
   };
+  // V rows of magnitudes 2^-spread .. 2^spread (per-row V scales far apart).
+  if (spec.v_row_spread > 0)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < d.kv_len[b]; ++j)
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t h = 0; h < Hkv; ++h) {
+            const int span = 2 * spec.v_row_spread + 1;
+            const double factor = std::ldexp(1.0, static_cast<int>((5 * j + 3 * b + h) % span) - spec.v_row_spread);
+            for (int64_t x = 0; x < D; ++x) v_values[kv_index(b, j, g, h) + static_cast<size_t>(x)] *= factor;
+          }
 
   // Problem.
   fmha_splitk_problem &p = d.problem;

@@ -78,6 +78,7 @@ struct AttentionCase {
   bool sinks = false;
   float softmax_scale = 0.0f;
   double q_amplitude = 1.0;  // scales Q: larger scores (softcap cases)
+  int v_row_spread = 0;      // V rows scaled by 2^-n .. 2^n (far-apart per-row V scales)
   int32_t split_k = 0;
   bool batch_invariant = false;
   int32_t kv_chunk_size = 0;
