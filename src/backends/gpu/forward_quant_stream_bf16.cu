@@ -1,4 +1,4 @@
-// Instantiations of the streaming quantised forward kernel beside bf16 Q (split into fp16 hi + lo).
+// Instantiations of the streaming quantised forward kernel beside bf16 Q (scaled into fp16 per row).
 // CUDA only (FMHA_GPU_HAS_QUANT_STREAM).
 #include "backends/gpu/vendor.h"
 

@@ -26,7 +26,8 @@
 // codes (exact in fp16): K's scale multiplies the fp32 scores, V's the
 // fp32 P before P is rounded to fp16 (per row, over a power-of-two
 // normaliser), or O (per head / tensor), so no K or V value is rounded at
-// all. bf16 Q is split into fp16 hi + lo; P is fp16.
+// all. bf16 Q enters as fp16 after a power-of-two scale per row (exact);
+// P is fp16.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 
@@ -74,8 +75,11 @@ struct StreamTile {
   static constexpr int kStageBytes = kSideOffset + kStageRows * kSideWords * 4;
   static constexpr int kWarpStagingBytes = kStages * kStageBytes;
 
-  static constexpr bool kSplitQ = std::is_same_v<T, bf16_t>;
-  static constexpr int kQTiles = kSplitQ ? 2 : 1;
+  // bf16 Q is scaled per row by a power of two into fp16's range, where
+  // its 8-bit significands are exact (an fp16 low part, as the tile kernel
+  // adds, would be zero but for values 2^-28 below the row's largest).
+  static constexpr bool kScaleQ = std::is_same_v<T, bf16_t>;
+  static constexpr int kQTiles = 1;
   static constexpr int kQRowBytes = kHeadDim * 2;
   static constexpr int kQOffset = 0;
   static constexpr int kQScaleOffset = kQOffset + kQTiles * kRows * kQRowBytes;  // [16] float
@@ -269,9 +273,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const SmemAddr staging_base = smem_address(staging);
 
   // ---- Q, in k-step order (zero past rows_here and Dqk) ------------------
-  // bf16 Q is split into fp16 hi + lo after a power-of-two scale per row
-  // (the tile kernel's split, splitk_forward.cuh); fp8 Q codes are exact
-  // in fp16; fp16 Q is taken as it is.
+  // bf16 Q becomes fp16 after a power-of-two scale per row (kScaleQ);
+  // fp8 Q codes are exact in fp16; fp16 Q is taken as it is.
   constexpr int kQChunks = kHeadDim / 8;
   const auto load_q_chunk = [&](int row, int c, float(&x)[8]) {
 #pragma unroll
@@ -303,7 +306,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       }
     }
   };
-  if constexpr (Tile::kSplitQ) {
+  if constexpr (Tile::kScaleQ) {
     for (int i = tid; i < Tile::kRows; i += Tile::kThreads) q_row_top[i] = 0u;
     __syncthreads();
     for (int i = tid; i < Tile::kRows * kQChunks; i += Tile::kThreads) {
@@ -322,7 +325,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     float x[8];
     load_q_chunk(row, c, x);
     float up = 1.f;
-    if constexpr (Tile::kSplitQ) {
+    if constexpr (Tile::kScaleQ) {
       const float top = __uint_as_float(q_row_top[row]);
       int shift = 0;
       if (top > 0.f && top <= 3.0e38f)
@@ -335,11 +338,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       const int v = q_virtual_dim<kHeadDim, kInt4>(8 * c + j);
       const uint32_t at = swizzled<Tile::kQRowBytes>(row, v >> 3) + 2 * (v & 7);
       const float a = x[j] * up;
-      const __half hi = __float2half_rn(a);
-      *reinterpret_cast<__half *>(q_tile + at) = hi;
-      if constexpr (Tile::kSplitQ)
-        *reinterpret_cast<__half *>(q_tile + Tile::kRows * Tile::kQRowBytes + at) =
-            __float2half_rn(a - __half2float(hi));
+      *reinterpret_cast<__half *>(q_tile + at) = __float2half_rn(a);
     }
   }
   // Staged bytes past Dqk / Dv are never copied: zero, so that they decode
@@ -348,7 +347,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     for (int i = lane; i < Tile::kWarpStagingBytes / 16; i += 32)
       *reinterpret_cast<uint4 *>(staging + 16 * i) = make_uint4(0, 0, 0, 0);
   __syncthreads();
-  if constexpr (Tile::kSplitQ) {
+  if constexpr (Tile::kScaleQ) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_scale[r] *= q_row_scale[g + 8 * r];
   }
