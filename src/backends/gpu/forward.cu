@@ -496,11 +496,11 @@ int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_qua
       using kernels::StreamFormat;
       switch (stream_format(kv_quant, kv_scale_kind)) {
         case StreamFormat::kInt4:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4>::kSmemBytes;
+          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4, 2>::kSmemBytes;
         case StreamFormat::kFp8ScaleShift:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift>::kSmemBytes;
+          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift, 2>::kSmemBytes;
         default:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8Float>::kSmemBytes;
+          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8Float, 2>::kSmemBytes;
       }
     };
     return head_dim_bucket == 64 ? by_format(std::integral_constant<int, 64>{})

@@ -19,10 +19,10 @@ inline kernels::StreamFormat stream_format(int32_t kv_quant, int32_t kv_scale_ki
                                                           : kernels::StreamFormat::kFp8Float;
 }
 
-template <typename T, int kHeadDim, kernels::StreamFormat kFormat>
-fmha_status launch_stream_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  using Tile = kernels::StreamTile<T, kHeadDim, kFormat>;
-  const auto kernel = kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat>;
+template <typename T, int kHeadDim, kernels::StreamFormat kFormat, int kQueryTiles>
+fmha_status launch_stream_tiles(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  using Tile = kernels::StreamTile<T, kHeadDim, kFormat, kQueryTiles>;
+  const auto kernel = kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat, kQueryTiles>;
   // Once per device and kernel (as launch_forward_bucket).
   static std::atomic<uint64_t> configured{0};
   const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
@@ -33,6 +33,16 @@ fmha_status launch_stream_bucket(const ForwardParams &params, dim3 grid, int dev
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
   FMHA_GPU_CHECK_LAUNCH("quant_stream_forward_kernel", msg);
   return FMHA_STATUS_SUCCESS;
+}
+
+// One 8-query MMA n-tile where a CTA's rows (Mq x Hq / Hkv) fit it: half
+// the MMAs and accumulators of two; the plan's row tiles are 16 rows, so
+// such a problem has one.
+template <typename T, int kHeadDim, kernels::StreamFormat kFormat>
+fmha_status launch_stream_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  if (static_cast<int64_t>(params.seq.max_q_seqlen) * params.heads_per_kv <= 8)
+    return launch_stream_tiles<T, kHeadDim, kFormat, 1>(params, grid, device, stream, msg);
+  return launch_stream_tiles<T, kHeadDim, kFormat, 2>(params, grid, device, stream, msg);
 }
 
 template <typename T, int kHeadDim>

@@ -44,20 +44,25 @@ namespace fmha::gpu::kernels {
 // The packed format a streaming kernel decodes (what changes its code).
 enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2 };
 
-template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+// kQueryTiles: 8-query n-tiles of the MMAs (1 when a CTA's rows, Mq x
+// Hq / Hkv, fit 8; else 2).
+template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 struct StreamTile {
   static constexpr int kHeadDim = kHeadDimBucket;
+  static constexpr int kQTiles = kQueryTiles;
   static constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRows = 16;      // query rows of the CTA: one MMA row tile
-  static constexpr int kWarpKeys = 32;  // keys of one warp tile
-  static constexpr int kStages = 2;     // warp tiles in a warp's staging ring
+  static constexpr int kRows = 8 * kQueryTiles;      // query rows of the CTA
+  static constexpr int kLaneRows = 2 * kQueryTiles;  // rows of a lane's S^T / O^T elements
+  static constexpr int kWarpKeys = 32;               // keys of one warp tile
+  static constexpr int kStages = 2;                  // warp tiles in a warp's staging ring
   static constexpr int kMinBlocksPerSm = 3;
   static constexpr int kKSteps = kHeadDim / 16;                       // k-steps of QK^T
-  static constexpr int kScoreTiles = kWarpKeys / 8;                   // n-tiles of S
-  static constexpr int kPvSteps = kWarpKeys / 16;                     // k-steps of PV
-  static constexpr int kOutTiles = kHeadDim / 8;                      // n-tiles of O
+  static constexpr int kScoreTiles = kWarpKeys / 8;                   // 8-key groups (K rows 8 j + g)
+  static constexpr int kKeyTiles = kWarpKeys / 16;                    // m-tiles of S^T = k-steps of O^T
+  static constexpr int kDimTiles = kHeadDim / 16;                     // m-tiles of O^T
+  static constexpr int kOutTiles = kHeadDim / 8;                      // 8-dim column groups of O
   static constexpr int kCodeBytes = kInt4 ? kHeadDim / 2 : kHeadDim;  // packed values of a row
   static constexpr int kLaneWords = kCodeBytes / 16;                  // K words one lane decodes per key
   static constexpr int kVWords = kCodeBytes / 32;  // V words per key one lane decodes (8 lanes share a row)
@@ -79,13 +84,12 @@ struct StreamTile {
   // its 8-bit significands are exact (an fp16 low part, as the tile kernel
   // adds, would be zero but for values 2^-28 below the row's largest).
   static constexpr bool kScaleQ = std::is_same_v<T, bf16_t>;
-  static constexpr int kQTiles = 1;
   static constexpr int kQRowBytes = kHeadDim * 2;
   static constexpr int kQOffset = 0;
-  static constexpr int kQScaleOffset = kQOffset + kQTiles * kRows * kQRowBytes;  // [16] float
-  static constexpr int kQTopOffset = kQScaleOffset + kRows * 4;                  // [16] uint
-  static constexpr int kMaxOffset = kQTopOffset + kRows * 4;                     // [warps][16] float
-  static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * 4;             // [warps][16] float
+  static constexpr int kQScaleOffset = kQOffset + kRows * kQRowBytes;  // [kRows] float
+  static constexpr int kQTopOffset = kQScaleOffset + kRows * 4;        // [16] uint
+  static constexpr int kMaxOffset = kQTopOffset + kRows * 4;           // [warps][16] float
+  static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * 4;   // [warps][16] float
   static constexpr int kStagingOffset = kSumOffset + kWarps * kRows * 4;
   static constexpr int kSmemBytes = kStagingOffset + kWarps * kWarpStagingBytes;
   // The merge of the warps: warp w's unnormalised O, [16][kOPitch] fp32 in
@@ -181,6 +185,27 @@ __device__ __forceinline__ void fp8_decoded(uint32_t codes, uint32_t scale_pair,
   }
 }
 
+// S^T's keys of one query lie across the lanes of one t (g = 0..7) and
+// within a lane: reductions over g.
+__device__ __forceinline__ float max_over_keys(float x) {
+#pragma unroll
+  for (int mask = 4; mask < 32; mask *= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, mask));
+  return x;
+}
+__device__ __forceinline__ float sum_over_keys(float x) {
+#pragma unroll
+  for (int mask = 4; mask < 32; mask *= 2) x += __shfl_xor_sync(0xffffffffu, x, mask);
+  return x;
+}
+
+// The transpose of an 8 x 8 matrix of 16-bit pairs held as an MMA
+// accumulator fragment (lane (g, t): row g, columns 2 t, 2 t + 1).
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 template <typename Tile>
 __device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
   if constexpr (Tile::kSwizzle) {
@@ -191,14 +216,15 @@ __device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
   }
 }
 
-template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
                                              int32_t row_tile, int32_t group, int32_t head_kv) {
-  using Tile = StreamTile<T, kHeadDimBucket, kFormat>;
+  using Tile = StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>;
+  constexpr int kQN = Tile::kQTiles;
+  constexpr int kLR = Tile::kLaneRows;
   constexpr bool kInt4 = Tile::kInt4;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kNS = Tile::kScoreTiles;
-  constexpr int kNO = Tile::kOutTiles;
   constexpr int kWarpKeys = Tile::kWarpKeys;
   constexpr int kStages = Tile::kStages;
 
@@ -215,7 +241,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int lane = tid % 32;
-  const int g = lane / 4;  // fragment row / key / V column of this lane
+  const int g = lane / 4;  // fragment group: key (S^T), head dim (O^T), query (B operands)
   const int t = lane % 4;
 
   int32_t kv_lo;
@@ -228,16 +254,18 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
   }
 
-  // This lane's two fragment rows (g, g + 8).
-  int32_t row_query[2];
-  int32_t row_head[2];
-  int32_t vis_lo[2];
-  int32_t vis_hi[2];
-  int64_t bias_row[2];
-  float row_scale[2];
+  // The rows (queries) of this lane's S^T and O^T elements: columns 2 t,
+  // 2 t + 1 of each 8-query n-tile, lane row r = 8 (r / 2) + 2 t + r % 2.
+  const auto lane_row = [&](int r) { return 8 * (r / 2) + 2 * t + r % 2; };
+  int32_t row_query[kLR];
+  int32_t row_head[kLR];
+  int32_t vis_lo[kLR];
+  int32_t vis_hi[kLR];
+  int64_t bias_row[kLR];
+  float row_scale[kLR];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int32_t row = g + 8 * r;
+  for (int r = 0; r < kLR; ++r) {
+    const int32_t row = lane_row(r);
     const int32_t packed = row0 + min(row, rows_here - 1);
     row_query[r] = packed / p.heads_per_kv;
     row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
@@ -349,7 +377,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   __syncthreads();
   if constexpr (Tile::kScaleQ) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) row_scale[r] *= q_row_scale[g + 8 * r];
+    for (int r = 0; r < kLR; ++r) row_scale[r] *= q_row_scale[lane_row(r)];
   }
 
   // ---- The packed rows of this CTA's K/V head ----------------------------
@@ -390,7 +418,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const bool folded = kFormat == StreamFormat::kFp8Float && !per_row;
   if (folded) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) row_scale[r] *= __uint_as_float(k_fixed);
+    for (int r = 0; r < kLR; ++r) row_scale[r] *= __uint_as_float(k_fixed);
   }
   const int64_t seq_origin = sequence_key_origin(p.seq, piece.batch);
   const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
@@ -592,19 +620,25 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   // The keys every real row of the tile sees (warp-uniform).
   int32_t whole_lo = INT32_MIN, whole_hi = INT32_MAX;
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
-    if (g + 8 * r < rows_here) {
+  for (int r = 0; r < kLR; ++r)
+    if (lane_row(r) < rows_here) {
       whole_lo = max(whole_lo, vis_lo[r]);
       whole_hi = min(whole_hi, vis_hi[r]);
     }
   whole_lo = __reduce_max_sync(0xffffffffu, whole_lo);
   whole_hi = __reduce_min_sync(0xffffffffu, whole_hi);
 
-  float acc[kNO][4];
+  // O^T = V^T P^T: [head-dim m-tile][query n-tile], element e is head dim
+  // 16 m + g + 8 (e / 2) (fragment order) of lane row 2 n + e % 2.
+  float acc[Tile::kDimTiles][kQN][4];
 #pragma unroll
-  for (int nt = 0; nt < kNO; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};  // log2 units
-  float row_sum[2] = {0.f, 0.f};              // this lane's share
+  for (int m = 0; m < Tile::kDimTiles; ++m)
+#pragma unroll
+    for (int n = 0; n < kQN; ++n) acc[m][n][0] = acc[m][n][1] = acc[m][n][2] = acc[m][n][3] = 0.f;
+  float row_max[kLR];  // log2 units
+  float row_sum[kLR];  // this lane's share (its keys)
+#pragma unroll
+  for (int r = 0; r < kLR; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.f;
   // O's unit: 1, or with fp32 V scales per row the warp's V normaliser
   // (set at its first tile).
   float v_norm = kFormat == StreamFormat::kFp8Float && per_row ? 0.f : 1.f;
@@ -634,10 +668,14 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       [[maybe_unused]] const uint8_t *const side = stage + Tile::kSideOffset;
       const int32_t tile_start = tile_start_of(i);
 
-      // ---- S = Q K^T: lane (g, t) decodes key 8 j + g of n-tile j ---------
-      float s[kNS][4];
+      // ---- S^T = K Q^T: lane (g, t) decodes keys 8 j + g; the key m-tile
+      // mt's A operand is the decode of groups j = 2 mt (rows g) and 2 mt + 1
+      // (rows g + 8); Q^T is the B operand (queries as the MMA's n) --------
+      float s[Tile::kKeyTiles][kQN][4];
 #pragma unroll
-      for (int j = 0; j < kNS; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
+#pragma unroll
+        for (int n = 0; n < kQN; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
       uint32_t k_words[kNS][Tile::kLaneWords];
       constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
       uint32_t k_coef[kNS][kCoefs];
@@ -669,76 +707,91 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       }
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-        uint32_t a[Tile::kQTiles][4];
-#pragma unroll
-        for (int part = 0; part < Tile::kQTiles; ++part)
-          ldmatrix_x4(a[part], q_base + part * Tile::kRows * Tile::kQRowBytes +
-                                   swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
+        // Q rows 8 n + g, dims 2 t, 2 t + 1 (b0) and 2 t + 8, 2 t + 9 (b1).
+        uint32_t qb[kQN][2];
+        if constexpr (kQN == 1) {
+          uint32_t r[2];
+          ldmatrix_x2(r, q_base + swizzled<Tile::kQRowBytes>(lane % 8, 2 * ks + (lane / 8) % 2));
+          qb[0][0] = r[0], qb[0][1] = r[1];
+        } else {
+          uint32_t r[4];
+          ldmatrix_x4(r, q_base + swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
+          qb[0][0] = r[0], qb[0][1] = r[2], qb[1][0] = r[1], qb[1][1] = r[3];
+        }
+        uint32_t b0[kNS], b1[kNS];
 #pragma unroll
         for (int j = 0; j < kNS; ++j) {
-          uint32_t b0, b1;
           if constexpr (kInt4) {
             const uint32_t word = k_words[j][ks / 2];
             const uint32_t coef = k_coef[j][ks / 2];
             const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
             const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
             const uint32_t x = ks % 2 == 0 ? word : word >> 8;
-            b0 = int4_low(x, scale, shift);
-            b1 = int4_high(x, scale, shift);
+            b0[j] = int4_low(x, scale, shift);
+            b1[j] = int4_high(x, scale, shift);
           } else {
             // (Codes past Dqk are staged zeros and meet Q's zeros.)
             const uint32_t word = k_words[j][ks];
             const uint32_t coef = k_coef[j][0];
             const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
             const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
-            fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0, b1);
+            fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0[j], b1[j]);
           }
+        }
 #pragma unroll
-          for (int part = 0; part < Tile::kQTiles; ++part) mma_16x8x16<__half>(s[j], a[part], b0, b1);
+        for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
+          const uint32_t a[4] = {b0[2 * mt], b0[2 * mt + 1], b1[2 * mt], b1[2 * mt + 1]};
+#pragma unroll
+          for (int n = 0; n < kQN; ++n) mma_16x8x16<__half>(s[mt][n], a, qb[n][0], qb[n][1]);
         }
       }
 
       // ---- Scores in log2 units, masked; this warp's online softmax ------
-      float tile_max[2] = {-INFINITY, -INFINITY};
+      // Element e of s[mt][n]: key 16 mt + g + 8 (e / 2), lane row 2 n + e % 2.
+      float tile_max[kLR];
+#pragma unroll
+      for (int r = 0; r < kLR; ++r) tile_max[r] = -INFINITY;
       // A tile that every real row sees whole (all but a piece's edges and a
       // mask's boundary) skips the per-key bounds; padding rows then score
       // finite values that are never written.
       // Softcap and bias are warp-uniform: tested once per tile, not per
       // score (per score, the branches cost more than the scores).
       // fp8 with fp32 scales per row: each key's K scale, on its scores
-      // (keys 8 j + 2 t, 8 j + 2 t + 1 of this lane).
-      float key_scale[kNS][2];
+      // (keys 16 mt + g, 16 mt + g + 8 of this lane).
+      float key_scale[Tile::kKeyTiles][2];
 #pragma unroll
-      for (int j = 0; j < kNS; ++j) {
-        key_scale[j][0] = key_scale[j][1] = 1.f;
+      for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
+        key_scale[mt][0] = key_scale[mt][1] = 1.f;
         if constexpr (kFormat == StreamFormat::kFp8Float) {
           if (per_row) {
-            const float2 pair = *reinterpret_cast<const float2 *>(side + 4 * (8 * j + 2 * t));
-            key_scale[j][0] = pair.x;
-            key_scale[j][1] = pair.y;
+            const float *const scales = reinterpret_cast<const float *>(side);
+            key_scale[mt][0] = scales[16 * mt + g];
+            key_scale[mt][1] = scales[16 * mt + g + 8];
           }
         }
       }
       const auto score = [&](auto bounded, auto plain) {
         constexpr bool kPlain = decltype(plain)::value;  // no softcap, no bias
 #pragma unroll
-        for (int j = 0; j < kNS; ++j)
+        for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int32_t key = tile_start + 8 * j + 2 * t + (e & 1);
-            float x = s[j][e] * row_scale[r];
-            if constexpr (kFormat == StreamFormat::kFp8Float) x *= key_scale[j][e & 1];
-            const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
-            if constexpr (!kPlain) {
-              if (p.has_softcap) x = p.softcap_log2 * tanhf(x);
-              // (Bias is rare: its loads are not overlapped with the MMAs.)
-              if (p.bias != nullptr && visible)
-                x += load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]) * kLog2e;
+          for (int n = 0; n < kQN; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = 2 * n + e % 2;
+              const int32_t key = tile_start + 16 * mt + g + 8 * (e / 2);
+              float x = s[mt][n][e] * row_scale[r];
+              if constexpr (kFormat == StreamFormat::kFp8Float) x *= key_scale[mt][e / 2];
+              const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
+              if constexpr (!kPlain) {
+                if (p.has_softcap) x = p.softcap_log2 * tanhf(x);
+                // (Bias is rare: its loads are not overlapped with the MMAs.)
+                if (p.bias != nullptr && visible)
+                  x += load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]) * kLog2e;
+              }
+              s[mt][n][e] = visible ? x : -INFINITY;
+              tile_max[r] = fmaxf(tile_max[r], s[mt][n][e]);
             }
-            s[j][e] = visible ? x : -INFINITY;
-            tile_max[r] = fmaxf(tile_max[r], s[j][e]);
-          }
       };
       if (!plain_scores)
         score(std::true_type{}, std::false_type{});
@@ -746,12 +799,12 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         score(std::false_type{}, std::true_type{});
       else
         score(std::true_type{}, std::true_type{});
-      float reference[2];
+      float reference[kLR];
       bool rescale_any = false;
-      float rescale[2];
+      float rescale[kLR];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = FragmentLayout::row_max(tile_max[r]);
+      for (int r = 0; r < kLR; ++r) {
+        tile_max[r] = max_over_keys(tile_max[r]);
         const float m = fmaxf(row_max[r], tile_max[r]);
         reference[r] = m == -INFINITY ? 0.f : m;
         rescale[r] = fast_exp2(row_max[r] - reference[r]);  // 0 when row_max is -inf
@@ -759,87 +812,97 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         row_max[r] = m;
         row_sum[r] *= rescale[r];
       }
-      // Most tiles leave every maximum where it was: skip the 16 x D rescale.
+      // Most tiles leave every maximum where it was: skip the D x rows rescale.
       if (__any_sync(0xffffffffu, rescale_any)) {
 #pragma unroll
-        for (int nt = 0; nt < kNO; ++nt)
+        for (int m = 0; m < Tile::kDimTiles; ++m)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
+          for (int n = 0; n < kQN; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[m][n][e] *= rescale[2 * n + e % 2];
       }
       // fp8 with fp32 scales per row: V's codes enter the MMAs as they are
       // and each key's V scale goes onto its P, over v_norm (the warp's
       // largest power of two at or below a tile's largest V scale so far:
       // P' = P s / v_norm < 2 keeps fp16's range; O is in units of v_norm
       // and rescaled, exactly, when v_norm grows).
-      float v_weight[kNS][2];
+      float v_weight[Tile::kKeyTiles][2];
 #pragma unroll
-      for (int j = 0; j < kNS; ++j) v_weight[j][0] = v_weight[j][1] = 1.f;
+      for (int mt = 0; mt < Tile::kKeyTiles; ++mt) v_weight[mt][0] = v_weight[mt][1] = 1.f;
       if constexpr (kFormat == StreamFormat::kFp8Float) {
         if (per_row) {
           float top = 0.f;
+          const float *const scales = reinterpret_cast<const float *>(side) + kWarpKeys;
 #pragma unroll
-          for (int j = 0; j < kNS; ++j) {
-            const float2 pair = *reinterpret_cast<const float2 *>(side + 4 * (kWarpKeys + 8 * j + 2 * t));
-            v_weight[j][0] = pair.x;
-            v_weight[j][1] = pair.y;
-            top = fmaxf(top, fmaxf(pair.x, pair.y));
+          for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
+            v_weight[mt][0] = scales[16 * mt + g];
+            v_weight[mt][1] = scales[16 * mt + g + 8];
+            top = fmaxf(top, fmaxf(v_weight[mt][0], v_weight[mt][1]));
           }
-          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));  // the tile's 32 keys: warp-uniform
+          top = max_over_keys(top);  // the tile's 32 keys: warp-uniform
           const float bound = fmaxf(__uint_as_float(__float_as_uint(top) & 0x7f800000u), FLT_MIN);
           if (bound > v_norm) {
             const float factor = v_norm / bound;  // a power of two (0 at the first tile)
 #pragma unroll
-            for (int nt = 0; nt < kNO; ++nt)
+            for (int m = 0; m < Tile::kDimTiles; ++m)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) acc[nt][e] *= factor;
+              for (int n = 0; n < kQN; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][n][e] *= factor;
             v_norm = bound;
           }
           const float inverse = 1.f / v_norm;  // exact
 #pragma unroll
-          for (int j = 0; j < kNS; ++j) {
-            v_weight[j][0] *= inverse;
-            v_weight[j][1] *= inverse;
+          for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
+            v_weight[mt][0] *= inverse;
+            v_weight[mt][1] *= inverse;
           }
         }
       }
-      uint32_t pa[kNS][2];  // P as fp16 pairs: [n-tile][row g, row g + 8]
+      // P^T as the B operand of O^T += V^T P^T: the fp16 pairs of P^T in the
+      // accumulator layout (key 16 mt + g + 8 h, queries 2 t, 2 t + 1) are an
+      // 8 x 8 fragment each, transposed in registers to (keys 2 t, 2 t + 1
+      // of the k-step's half h, query g).
+      uint32_t pb[Tile::kKeyTiles][kQN][2];
       // FMHA_FLAG_FP8_PV: P rounded to fp8 against the row's largest P of
       // the tile over fp8_max; the sums keep the exact P.
       const auto probabilities = [&](auto rounded) {
-        [[maybe_unused]] float p_scale[2], p_inverse[2];
+        [[maybe_unused]] float p_scale[kLR], p_inverse[kLR];
         if constexpr (decltype(rounded)::value) {
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
+          for (int r = 0; r < kLR; ++r) {
             p_scale[r] = fast_exp2(tile_max[r] - reference[r]) / p.fp8_max;
             p_inverse[r] = p_scale[r] > 0.f ? 1.f / p_scale[r] : 0.f;
           }
         }
 #pragma unroll
-        for (int j = 0; j < kNS; ++j) {
-          float prob[4];
+        for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            prob[e] = fast_exp2(s[j][e] - reference[e / 2]);
-            row_sum[e / 2] += prob[e];
-            if constexpr (decltype(rounded)::value)
-              prob[e] = fp8_round(prob[e] * p_inverse[e / 2], p.fp8_bias, p.fp8_max) * p_scale[e / 2];
-            if constexpr (kFormat == StreamFormat::kFp8Float) prob[e] *= v_weight[j][e & 1];
+          for (int n = 0; n < kQN; ++n) {
+            float prob[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = 2 * n + e % 2;
+              prob[e] = fast_exp2(s[mt][n][e] - reference[r]);
+              row_sum[r] += prob[e];
+              if constexpr (decltype(rounded)::value)
+                prob[e] = fp8_round(prob[e] * p_inverse[r], p.fp8_bias, p.fp8_max) * p_scale[r];
+              if constexpr (kFormat == StreamFormat::kFp8Float) prob[e] *= v_weight[mt][e / 2];
+            }
+            pb[mt][n][0] = transpose_8x8(pack2<__half>(prob[0], prob[1]));
+            pb[mt][n][1] = transpose_8x8(pack2<__half>(prob[2], prob[3]));
           }
-          pa[j][0] = pack2<__half>(prob[0], prob[1]);
-          pa[j][1] = pack2<__half>(prob[2], prob[3]);
-        }
       };
       if (p.fp8_pv)
         probabilities(std::true_type{});
       else
         probabilities(std::false_type{});
 
-        // ---- O += P V: lane (g, t) decodes V words 8 wi + g of keys 2t, 2t + 1
-        // (b0) and 2t + 8, 2t + 9 (b1) of each 16-key step ---------------------
+        // ---- O^T += V^T P^T: lane (g, t) decodes V words 8 wi + g of keys
+        // 2 t, 2 t + 1 (a0 / a1) and 2 t + 8, 2 t + 9 (a2 / a3) of each 16-key
+        // step; the pairs of 8-dim groups (2 m, 2 m + 1) are the m-tiles -----
 #pragma unroll
-      for (int kk = 0; kk < Tile::kPvSteps; ++kk) {
-        const uint32_t a[4] = {pa[2 * kk][0], pa[2 * kk][1], pa[2 * kk + 1][0], pa[2 * kk + 1][1]};
+      for (int kk = 0; kk < Tile::kKeyTiles; ++kk) {
         const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
         [[maybe_unused]] uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
         if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
@@ -850,7 +913,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             scale_b[half] = per_row ? side_a[1] : v_fixed;
           }
         }
-        // One V word (8 int4 / 4 fp8 n-tiles) at a time: fewer live registers.
+        // One V word (8 int4 / 4 fp8 8-dim groups) at a time: fewer live registers.
 #pragma unroll
         for (int wi = 0; wi < Tile::kVWords; ++wi) {
           constexpr int kTilesPerWord = kInt4 ? 8 : 4;
@@ -883,7 +946,12 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             }
           }
 #pragma unroll
-          for (int j = 0; j < kTilesPerWord; ++j) mma_16x8x16<__half>(acc[kTilesPerWord * wi + j], a, b[0][j], b[1][j]);
+          for (int j = 0; j < kTilesPerWord; j += 2) {
+            const uint32_t a[4] = {b[0][j], b[0][j + 1], b[1][j], b[1][j + 1]};
+#pragma unroll
+            for (int n = 0; n < kQN; ++n)
+              mma_16x8x16<__half>(acc[(kTilesPerWord * wi + j) / 2][n], a, pb[kk][n][0], pb[kk][n][1]);
+          }
         }
       }
       __syncwarp();  // every lane is done with this stage before it is refilled
@@ -898,20 +966,21 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 
   // ---- Merge the warps: maxima and sums, then O through shared memory ---
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_sum[r] = FragmentLayout::row_sum(row_sum[r]);
-    if (t == 0) {
-      max_exchange[warp * Tile::kRows + g + 8 * r] = row_max[r];
-      sum_exchange[warp * Tile::kRows + g + 8 * r] = row_sum[r];
+  for (int r = 0; r < kLR; ++r) {
+    row_sum[r] = sum_over_keys(row_sum[r]);
+    if (g == 0) {
+      max_exchange[warp * Tile::kRows + lane_row(r)] = row_max[r];
+      sum_exchange[warp * Tile::kRows + lane_row(r)] = row_sum[r];
     }
   }
   float *const o_part = reinterpret_cast<float *>(staging);
 #pragma unroll
-  for (int nt = 0; nt < kNO; ++nt)
+  for (int m = 0; m < Tile::kDimTiles; ++m)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      *reinterpret_cast<float2 *>(o_part + (g + 8 * r) * Tile::kOPitch + 8 * nt + 2 * t) =
-          make_float2(acc[nt][2 * r] * v_norm, acc[nt][2 * r + 1] * v_norm);
+    for (int n = 0; n < kQN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o_part[lane_row(2 * n + e % 2) * Tile::kOPitch + 16 * m + g + 8 * (e / 2)] = acc[m][n][e] * v_norm;
   __syncthreads();
 
   const OutputTarget target = output_target(p, piece, chunk, queries);
@@ -967,7 +1036,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   }
 }
 
-template <typename T, int kHeadDimBucket, StreamFormat kFormat>
+template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 __global__ void __launch_bounds__(128, 3) quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   // Grid as the tile kernel's: K/V heads fastest, then row tiles, then items.
@@ -983,7 +1052,7 @@ __global__ void __launch_bounds__(128, 3) quant_stream_forward_kernel(const __gr
   const int32_t pieces = item_pieces(p.work, p.seq, item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    stream_piece<T, kHeadDimBucket, kFormat>(p, smem, first_piece + i, row_tile, group, head_kv);
+    stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, first_piece + i, row_tile, group, head_kv);
   }
 }
 
