@@ -1,5 +1,5 @@
 // The streaming forward kernel for int4 / fp8 K/V at head dims up to 128
-// (CUDA: it is written against the m16n8k16 fragment layout).
+// (CUDA: it is written against the m16n8k16 fragment layout and movmatrix).
 //
 // Why a second kernel: a quantised row is a quarter (int4) or half (fp8) of
 // a bf16 row, so at the memory limit a CTA must finish a tile two to four
@@ -10,12 +10,17 @@
 // time). Here:
 //  - every warp is its own pipeline over its own 32-key tiles (warp w takes
 //    tiles w, w + 4, ... of the piece), with its own running max, sum and
-//    16 x D output accumulator; the four are merged once per piece. The
+//    D x rows output accumulator; the four are merged once per piece. The
 //    main loop has no CTA barrier, only __syncwarp();
+//  - the MMAs are transposed, S^T = K Q^T and O^T = V^T P^T, so that the
+//    few queries of decode (Mq x Hq / Hkv rows) are the MMA's n of 8 (or
+//    16) instead of its m of 16: for GQA 4 a quarter of the MMA work was
+//    real, now half;
 //  - packed rows go by cp.async into the warp's staging ring and are
-//    decoded from there straight into MMA operand registers: K as the B
-//    fragment of S = Q K^T, V as the B fragment of O += P V, P from the S
-//    accumulators in registers (no P tile, no fp16 K/V tiles);
+//    decoded from there straight into MMA operand registers: K as the A
+//    fragment of S^T, V as the A fragment of O^T; P^T comes from the S^T
+//    accumulators, each 8 x 8 block transposed in registers (movmatrix)
+//    into the B fragment (no P tile, no fp16 K/V tiles);
 //  - the order of the head dims inside a k-step is free (QK^T sums over
 //    them), so Q is stored in the order in which one 16-byte read of a K
 //    row decodes into fragments (q_virtual_dim); the order of O's columns
