@@ -510,14 +510,18 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         const uint8_t *const src_packed =
             rows_base + seq_outer * stride0 + (seq_origin + tile_start) * stride1 + lane * kUnitBytes;
         const SmemAddr dst_packed = base + part * kWarpKeys * Tile::kPitch + row_lead + lane * kUnitBytes;
-        // Unit f of the copy: `packed` points at its byte as if the rows
-        // were packed (contiguous layouts), `dst` at its staged byte.
-        const auto copy_unit = [&](uint32_t f, const uint8_t *packed, SmemAddr dst) {
+        // Unit f of the copy, `offset` bytes past the running pointers
+        // (`packed`: its byte as if the rows were packed, contiguous
+        // layouts; `dst`: its staged byte). The offset is added last, so
+        // that it stays an immediate of the copy.
+        const uint8_t *packed = src_packed;
+        SmemAddr dst = dst_packed;
+        const auto copy_unit = [&](uint32_t f, int offset) {
           const int row = static_cast<int>(__umulhi(2 * f, c.magic));
           const int unit = static_cast<int>(f) - row * c.units;
           const uint8_t *at;
           if constexpr (kAffine) {
-            at = packed + static_cast<uint64_t>(static_cast<uint32_t>(row)) * src_gap;
+            at = packed + static_cast<uint64_t>(static_cast<uint32_t>(row)) * src_gap + offset;
           } else {
             const int lo = __shfl_sync(0xffffffffu, offset_lo, row);
             const int hi = __shfl_sync(0xffffffffu, offset_hi, row);
@@ -528,31 +532,30 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             row_valid = row < valid_rows;
             if (!row_valid) at = rows_base;
           }
+          SmemAddr to;
           if constexpr (Tile::kSwizzle)
-            dst = base + stream_code_offset<Tile>(row + part * kWarpKeys, unit * kUnitBytes);
+            to = base + stream_code_offset<Tile>(row + part * kWarpKeys, unit * kUnitBytes);
           else
-            dst += row * c.dst_gap;
+            to = dst + row * c.dst_gap + offset;
           if constexpr (kUnitBytes == 16)
-            copy_async_16(dst, at, row_valid);
+            copy_async_16(to, at, row_valid);
           else
-            copy_async_4(dst, at, row_valid);
+            copy_async_4(to, at, row_valid);
         };
         // Four copies per step without a trip test between them; running
         // pointers keep the unit offsets immediate.
         constexpr int kStep = 32 * kUnitBytes;
-        const uint8_t *packed = src_packed;
-        SmemAddr dst = dst_packed;
         uint32_t f = static_cast<uint32_t>(lane);
         int i = 0;
         for (; i + 4 <= c.units; i += 4) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) copy_unit(f + 32 * j, packed + j * kStep, dst + j * kStep);
+          for (int j = 0; j < 4; ++j) copy_unit(f + 32 * j, j * kStep);
           f += 128;
           packed += 4 * kStep;
           dst += 4 * kStep;
         }
         for (; i < c.units; ++i) {
-          copy_unit(f, packed, dst);
+          copy_unit(f, 0);
           f += 32;
           packed += kStep;
           dst += kStep;
