@@ -1014,53 +1014,32 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       x[0] += weight * part[row * Tile::kOPitch + col0];
       x[1] += weight * part[row * Tile::kOPitch + col1];
     }
-    // As the tile kernel: no visible key gives LSE -inf and O = 0; a NaN
-    // sum propagates.
-    float lse = sum != 0.f ? (reference + log2f(sum)) * kLn2 : -INFINITY;
-    float o_scale = sum != 0.f ? 1.f / sum : 0.f;
     const int32_t packed = row0 + row;
-    const int32_t query_index = packed / p.heads_per_kv;
+    const int32_t query = packed / p.heads_per_kv;
     const int32_t head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-    if (target.add_sink) {
-      const float sink = p.sinks[group * p.sinks_stride[0] + head * p.sinks_stride[1]];
-      const float sink_top = fmaxf(lse, sink);
-      const float with_sink = lse_of(sink_top, exp_relative(lse, sink_top) + exp_relative(sink, sink_top));
-      o_scale *= merge_weight(lse, with_sink);
-      lse = with_sink;
-    }
-    if (folded) o_scale *= __uint_as_float(v_fixed);
+    const RowResult result = finish_row(p, target, reference, sum, group, head);
+    const float o_scale = folded ? result.o_scale * __uint_as_float(v_fixed) : result.o_scale;
     x[0] *= o_scale;
     x[1] *= o_scale;
-    const int32_t query = target.row0 + query_index;
-    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] + group * target.o_stride[2] +
-                          head * target.o_stride[3];
+    const int64_t o_row = o_row_offset(target, query, group, head);
     if (d + 1 < p.head_dim_v)
       store_row_elems<2>(target.o, target.o_elem, o_row + d, x);
     else
       store_row_elems<1>(target.o, target.o_elem, o_row + d, x);
-    if (d == 0 && target.lse != nullptr)
-      target.lse[target.batch * target.lse_stride[0] + group * target.lse_stride[1] + head * target.lse_stride[2] +
-                 query * target.lse_stride[3]] = lse;
+    if (d == 0) store_lse(target, query, group, head, result.lse);
   }
 }
 
 template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 __global__ void __launch_bounds__(128, 3) quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
-  // Grid as the tile kernel's: K/V heads fastest, then row tiles, then items.
-  const int32_t heads = p.groups * p.heads_kv;
-  const int32_t head_index = static_cast<int32_t>(blockIdx.x % heads);
-  const int32_t tile_index = static_cast<int32_t>(blockIdx.x / heads);
-  const int32_t row_tile = tile_index % p.num_row_tiles;
-  const int32_t item = tile_index / p.num_row_tiles;
-  const int32_t group = head_index / p.heads_kv;
-  const int32_t head_kv = head_index % p.heads_kv;
-
+  const GridCell cell = grid_cell(p);  // as the tile kernel's
   int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, p.seq, item, &first_piece);
+  const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, first_piece + i, row_tile, group, head_kv);
+    stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, first_piece + i, cell.row_tile, cell.group,
+                                                          cell.head_kv);
   }
 }
 

@@ -300,6 +300,57 @@ __device__ __forceinline__ OutputTarget output_target(const ForwardParams &p, co
   return t;
 }
 
+// A finished row: its natural-log LSE and the scale of its unnormalised O,
+// from its maximum (log2 units) and sum, with the sink folded in where the
+// target adds it. No visible key gives LSE -inf and O = 0. A NaN score (NaN
+// in Q or K) makes the sum NaN: then LSE and O are NaN too (sum != 0, not
+// sum > 0), so a combine or merge propagates it instead of taking the
+// piece for empty.
+struct RowResult {
+  float lse;
+  float o_scale;
+};
+__device__ __forceinline__ RowResult finish_row(const ForwardParams &p, const OutputTarget &target, float row_max,
+                                                float sum, int32_t group, int32_t head) {
+  RowResult r;
+  r.lse = sum != 0.f ? (row_max + log2f(sum)) * kLn2 : -INFINITY;
+  r.o_scale = sum != 0.f ? 1.f / sum : 0.f;
+  if (target.add_sink) {
+    const float sink = p.sinks[group * p.sinks_stride[0] + head * p.sinks_stride[1]];
+    const float top = fmaxf(r.lse, sink);
+    const float with_sink = lse_of(top, exp_relative(r.lse, top) + exp_relative(sink, top));
+    r.o_scale *= merge_weight(r.lse, with_sink);
+    r.lse = with_sink;
+  }
+  return r;
+}
+
+// Element offset of O's row (query index within the sequence) in the target.
+__device__ __forceinline__ int64_t o_row_offset(const OutputTarget &t, int32_t query, int32_t group, int32_t head) {
+  return t.batch * t.o_stride[0] + (t.row0 + query) * t.o_stride[1] + group * t.o_stride[2] + head * t.o_stride[3];
+}
+__device__ __forceinline__ void store_lse(const OutputTarget &t, int32_t query, int32_t group, int32_t head,
+                                          float lse) {
+  if (t.lse != nullptr)
+    t.lse[t.batch * t.lse_stride[0] + group * t.lse_stride[1] + head * t.lse_stride[2] +
+          (t.row0 + query) * t.lse_stride[3]] = lse;
+}
+
+// The CTA's place in the forward grid: the K/V heads are the fastest grid
+// index, so that the CTAs that run together read whole [G, Hkv, D] key rows
+// between them, contiguous memory, rather than one head's 2*D bytes out of
+// every row (DRAM page locality); then row tiles, then work items.
+struct GridCell {
+  int32_t group, head_kv, row_tile, item;
+};
+__device__ __forceinline__ GridCell grid_cell(const ForwardParams &p) {
+  const int32_t heads = p.groups * p.heads_kv;
+  const int32_t head_index = static_cast<int32_t>(blockIdx.x % heads);
+  const int32_t tile_index = static_cast<int32_t>(blockIdx.x / heads);
+  return GridCell{head_index / p.heads_kv, head_index % p.heads_kv, tile_index % p.num_row_tiles,
+                  tile_index / p.num_row_tiles};
+}
+
 // Attention of row tile `row_tile` of piece `piece_index` for one K/V head.
 // Uniform across the CTA (every early return too).
 template <typename Tile>
@@ -734,23 +785,10 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < Tile::kWarps; ++w) sum += sum_exchange[w * Tile::kRows + row];
-    // Natural-log LSE of the row; no visible key gives -inf and O = 0.
-    // A NaN score (NaN in Q or K) makes the sum NaN: then LSE and O are
-    // NaN too (sum != 0, not sum > 0), so a combine or merge propagates it
-    // instead of taking the piece for empty.
-    float lse = sum != 0.f ? (row_max[r] + log2f(sum)) * kLn2 : -INFINITY;
-    float o_scale = sum != 0.f ? 1.f / sum : 0.f;
-    if (target.add_sink) {
-      const float sink = p.sinks[group * p.sinks_stride[0] + row_head[r] * p.sinks_stride[1]];
-      const float top = fmaxf(lse, sink);
-      const float with_sink = lse_of(top, exp_relative(lse, top) + exp_relative(sink, top));
-      o_scale *= merge_weight(lse, with_sink);
-      lse = with_sink;
-    }
-    const int32_t query = target.row0 + row_query[r];
+    const RowResult result = finish_row(p, target, row_max[r], sum, group, row_head[r]);
+    const float o_scale = result.o_scale;
     void *const o = target.o;
-    const int64_t o_row = target.batch * target.o_stride[0] + query * target.o_stride[1] + group * target.o_stride[2] +
-                          row_head[r] * target.o_stride[3];
+    const int64_t o_row = o_row_offset(target, row_query[r], group, row_head[r]);
 #pragma unroll
     for (int nt = 0; nt < kNO; ++nt) {
       const int d = dim0 + nt * Layout::kTileCols + Layout::col(lane, 0);
@@ -764,9 +802,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       }
       if (d < p.head_dim_v) store_row_elems<kC>(o, target.o_elem, o_row + d, x);
     }
-    if (warp == 0 && Layout::row_leader(lane) && target.lse != nullptr)
-      target.lse[target.batch * target.lse_stride[0] + group * target.lse_stride[1] +
-                 row_head[r] * target.lse_stride[2] + query * target.lse_stride[3]] = lse;
+    if (warp == 0 && Layout::row_leader(lane)) store_lse(target, row_query[r], group, row_head[r], result.lse);
   }
 }
 
@@ -776,23 +812,12 @@ __global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantise
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
   extern __shared__ __align__(128) uint8_t smem[];
-
-  // The K/V heads are the fastest grid index: the CTAs that run together
-  // then read whole [G, Hkv, D] key rows between them, contiguous memory,
-  // rather than one head's 2*D bytes out of every row (DRAM page locality).
-  const int32_t heads = p.groups * p.heads_kv;
-  const int32_t head_index = static_cast<int32_t>(blockIdx.x % heads);
-  const int32_t tile_index = static_cast<int32_t>(blockIdx.x / heads);
-  const int32_t row_tile = tile_index % p.num_row_tiles;
-  const int32_t item = tile_index / p.num_row_tiles;
-  const int32_t group = head_index / p.heads_kv;
-  const int32_t head_kv = head_index % p.heads_kv;
-
+  const GridCell cell = grid_cell(p);
   int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, p.seq, item, &first_piece);
+  const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    attend_piece<Tile>(p, smem, first_piece + i, row_tile, group, head_kv);
+    attend_piece<Tile>(p, smem, first_piece + i, cell.row_tile, cell.group, cell.head_kv);
   }
 }
 
