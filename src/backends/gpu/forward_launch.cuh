@@ -14,18 +14,27 @@
 
 namespace fmha::gpu {
 
+// Raising a kernel's shared-memory limit is per device and kernel; doing it
+// once keeps it off the per-run host cost. `configured` is the kernel's own
+// mask of devices done; devices past 63 just redo it.
+template <typename Kernel>
+fmha_status allow_shared_memory_once(Kernel kernel, int bytes, int device, std::atomic<uint64_t> &configured,
+                                     fmha_msg msg) {
+  const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
+  if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
+    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, bytes), msg);
+    configured.fetch_or(device_bit, std::memory_order_release);
+  }
+  return FMHA_STATUS_SUCCESS;
+}
+
 template <typename T, int kHeadDim, bool kQuantised>
 fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised>;
   const auto kernel = kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>;
-  // Raising the shared-memory limit is per device and kernel; doing it once
-  // keeps it off the per-run host cost. Devices past 63 just redo it.
   static std::atomic<uint64_t> configured{0};
-  const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
-    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, Tile::kSmemBytes), msg);
-    configured.fetch_or(device_bit, std::memory_order_release);
-  }
+  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
   FMHA_GPU_CHECK_LAUNCH("splitk_forward_kernel", msg);
   return FMHA_STATUS_SUCCESS;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/forward_launch.cuh"
 #include "backends/gpu/kernels/quant_stream_forward.cuh"
 #include "backends/gpu/status.h"
 
@@ -23,13 +24,9 @@ template <typename T, int kHeadDim, kernels::StreamFormat kFormat, int kQueryTil
 fmha_status launch_stream_tiles(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::StreamTile<T, kHeadDim, kFormat, kQueryTiles>;
   const auto kernel = kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat, kQueryTiles>;
-  // Once per device and kernel (as launch_forward_bucket).
   static std::atomic<uint64_t> configured{0};
-  const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
-    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, Tile::kSmemBytes), msg);
-    configured.fetch_or(device_bit, std::memory_order_release);
-  }
+  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
   kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
   FMHA_GPU_CHECK_LAUNCH("quant_stream_forward_kernel", msg);
   return FMHA_STATUS_SUCCESS;
