@@ -67,7 +67,6 @@ struct StreamTile {
   static constexpr int kScoreTiles = kWarpKeys / 8;                   // 8-key groups (K rows 8 j + g)
   static constexpr int kKeyTiles = kWarpKeys / 16;                    // m-tiles of S^T = k-steps of O^T
   static constexpr int kDimTiles = kHeadDim / 16;                     // m-tiles of O^T
-  static constexpr int kOutTiles = kHeadDim / 8;                      // 8-dim column groups of O
   static constexpr int kCodeBytes = kInt4 ? kHeadDim / 2 : kHeadDim;  // packed values of a row
   static constexpr int kLaneWords = kCodeBytes / 16;                  // K words one lane decodes per key
   static constexpr int kVWords = kCodeBytes / 32;  // V words per key one lane decodes (8 lanes share a row)
@@ -1031,7 +1030,9 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 }
 
 template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
-__global__ void __launch_bounds__(128, 3) quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
+__global__ void __launch_bounds__((StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kThreads),
+                                  (StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kMinBlocksPerSm))
+    quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
   const GridCell cell = grid_cell(p);  // as the tile kernel's
   int32_t first_piece = 0;
