@@ -17,7 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -47,22 +46,11 @@ struct ForwardPlan {
   int32_t pieces_per_seq;  // kUniform / kFixedChunk
   int32_t kv_chunk;        // kUniform / kFixedChunk
   int32_t combine;         // nonzero: some sequence may be split (combine pass)
-  int32_t streaming;       // nonzero: the streaming kernel (packed or native K/V; else the tile kernel)
+  int32_t streaming;       // nonzero: the streaming quantised kernel (else the tile kernel)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
 static_assert(sizeof(ForwardPlan) <= sizeof(fmha_plan_data{}.backend_private), "ForwardPlan must fit the plan");
-
-// Whether native f16 / bf16 K/V take the streaming kernel: an experiment,
-// off unless FMHA_SPLITK_NATIVE_STREAM=1 (read once). H200: 0.60-0.86x the
-// tile kernel's speed but for page size 1 (1.27x); see docs/performance.md.
-bool native_stream_wanted() {
-  static const bool wanted = [] {
-    const char *text = std::getenv("FMHA_SPLITK_NATIVE_STREAM");
-    return text != nullptr && text[0] == '1';
-  }();
-  return wanted;
-}
 
 const char *dtype_name(int32_t dtype) {
   switch (dtype) {
@@ -176,18 +164,12 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   ForwardTileInfo tile = forward_tile_info(bucket, problem.q_dtype, quantised);
   // int4 / fp8 K/V up to head dim 128 stream through registers
-  // (kernels/quant_stream_forward.cuh) where the vendor has that kernel;
-  // so do native K/V of whole 16-byte chunks per row, where
-  // native_stream_wanted says.
-  const bool native_stream = FMHA_GPU_HAS_QUANT_STREAM && !quantised && !mla && bucket <= 128 &&
-                             problem.head_dim_qk % 8 == 0 && problem.head_dim_v % 8 == 0 && native_stream_wanted();
-  const bool streaming = FMHA_GPU_HAS_QUANT_STREAM && ((quantised && !mla && bucket <= 128) || native_stream);
+  // (kernels/quant_stream_forward.cuh) where the vendor has that kernel.
+  const bool streaming = FMHA_GPU_HAS_QUANT_STREAM && quantised && !mla && bucket <= 128;
 #if FMHA_GPU_HAS_QUANT_STREAM
   if (streaming)
-    tile = ForwardTileInfo{
-        32, 2,
-        quantised ? quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind)
-                  : native_stream_smem_bytes(bucket, problem.q_dtype)};
+    tile = ForwardTileInfo{32, 2,
+                           quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind)};
 #endif
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg,
@@ -465,11 +447,7 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const int bucket = config.head_dim_bucket;
   fmha_status st;
 #if FMHA_GPU_HAS_QUANT_STREAM
-  if (config.streaming && !quantised)
-    st = problem.q_dtype == FMHA_DTYPE_BF16
-             ? launch_native_stream_forward_bf16(params, bucket, grid, device, stream, msg)
-             : launch_native_stream_forward_f16(params, bucket, grid, device, stream, msg);
-  else if (config.streaming)
+  if (config.streaming)
     st = problem.q_dtype == FMHA_DTYPE_BF16
              ? launch_quant_stream_forward_bf16(params, bucket, grid, device, stream, msg)
              : launch_quant_stream_forward_f16(params, bucket, grid, device, stream, msg);
@@ -529,16 +507,6 @@ int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_qua
                                  : by_format(std::integral_constant<int, 128>{});
   };
   return q_dtype == FMHA_DTYPE_BF16 ? bytes(bf16_t{}) : bytes(half_t{});
-}
-
-int native_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype) {
-  using kernels::StreamFormat;
-  using kernels::StreamTile;
-  if (q_dtype == FMHA_DTYPE_BF16)
-    return head_dim_bucket == 64 ? StreamTile<bf16_t, 64, StreamFormat::kNative, 2>::kSmemBytes
-                                 : StreamTile<bf16_t, 128, StreamFormat::kNative, 2>::kSmemBytes;
-  return head_dim_bucket == 64 ? StreamTile<half_t, 64, StreamFormat::kNative, 2>::kSmemBytes
-                               : StreamTile<half_t, 128, StreamFormat::kNative, 2>::kSmemBytes;
 }
 #endif
 

@@ -55,13 +55,6 @@ fmha_status launch_quant_stream_forward_f16(const ForwardParams &params, int hea
                                             Stream stream, fmha_msg msg);
 fmha_status launch_quant_stream_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                              Stream stream, fmha_msg msg);
-// The same kernel for native K/V in Q's dtype (f16 or bf16; head dims
-// multiples of 8), and its dynamic shared memory.
-int native_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype);
-fmha_status launch_native_stream_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                             Stream stream, fmha_msg msg);
-fmha_status launch_native_stream_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                              Stream stream, fmha_msg msg);
 #endif
 
 // Merges the workspace partial slots of every split sequence into O / LSE

@@ -1,7 +1,6 @@
-// The streaming forward kernel's launcher templates, instantiated per Q
-// dtype for both head-dim buckets: the three packed formats
-// (forward_quant_stream_{f16,bf16}.cu) and native K/V
-// (forward_native_stream_{f16,bf16}.cu).
+// The streaming quantised forward kernel's launcher template, instantiated
+// per Q dtype (forward_quant_stream_{f16,bf16}.cu) for both head-dim
+// buckets and the three packed formats.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 
@@ -62,19 +61,6 @@ fmha_status launch_stream(const ForwardParams &params, int head_dim_bucket, dim3
   if (head_dim_bucket == 64) return launch_stream_format<T, 64>(params, grid, device, stream, msg);
   if (head_dim_bucket == 128) return launch_stream_format<T, 128>(params, grid, device, stream, msg);
   write_msg(msg, "internal: no streaming quantised kernel for head-dim bucket %d", head_dim_bucket);
-  return FMHA_STATUS_INTERNAL_ERROR;
-}
-
-// Native f16 / bf16 K/V (T, the dtype of Q and K/V).
-template <typename T>
-fmha_status launch_native_stream(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device, Stream stream,
-                                 fmha_msg msg) {
-  using kernels::StreamFormat;
-  if (head_dim_bucket == 64)
-    return launch_stream_bucket<T, 64, StreamFormat::kNative>(params, grid, device, stream, msg);
-  if (head_dim_bucket == 128)
-    return launch_stream_bucket<T, 128, StreamFormat::kNative>(params, grid, device, stream, msg);
-  write_msg(msg, "internal: no streaming native kernel for head-dim bucket %d", head_dim_bucket);
   return FMHA_STATUS_INTERNAL_ERROR;
 }
 

@@ -47,9 +47,7 @@
 namespace fmha::gpu::kernels {
 
 // The packed format a streaming kernel decodes (what changes its code).
-// kNative: K/V in Q's dtype (f16 / bf16), staged as they are and read into
-// MMA operands by ldmatrix: no decode.
-enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2, kNative = 3 };
+enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2 };
 
 // kQueryTiles: 8-query n-tiles of the MMAs (1 when a CTA's rows, Mq x
 // Hq / Hkv, fit 8; else 2).
@@ -58,39 +56,30 @@ struct StreamTile {
   static constexpr int kHeadDim = kHeadDimBucket;
   static constexpr int kQTiles = kQueryTiles;
   static constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
-  static constexpr bool kNative = kFormat == StreamFormat::kNative;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRows = 8 * kQueryTiles;      // query rows of the CTA
   static constexpr int kLaneRows = 2 * kQueryTiles;  // rows of a lane's S^T / O^T elements
   static constexpr int kWarpKeys = 32;               // keys of one warp tile
-  // Warp tiles in a warp's staging ring. Native rows are 2-4x the packed
-  // ones and have no decode to hide latency behind: three stages (two tiles
-  // in flight per warp while one is computed), 48 KB per warp at D 128,
-  // so one CTA per SM there (two at D 64).
-  static constexpr int kStages = kNative ? 3 : 2;
-  static constexpr int kMinBlocksPerSm = kNative ? (kHeadDim == 64 ? 2 : 1) : 3;
-  static constexpr int kKSteps = kHeadDim / 16;      // k-steps of QK^T
-  static constexpr int kScoreTiles = kWarpKeys / 8;  // 8-key groups (K rows 8 j + g)
-  static constexpr int kKeyTiles = kWarpKeys / 16;   // m-tiles of S^T = k-steps of O^T
-  static constexpr int kDimTiles = kHeadDim / 16;    // m-tiles of O^T
-  static constexpr int kCodeBytes = kNative ? 2 * kHeadDim : kInt4 ? kHeadDim / 2 : kHeadDim;  // a row's values
-  // (Decode geometry of the packed formats; unused by kNative.)
-  static constexpr int kLaneWords = kNative ? 1 : kCodeBytes / 16;  // K words one lane decodes per key
-  static constexpr int kVWords =
-      kNative ? 1 : kCodeBytes / 32;  // V words per key one lane decodes (8 lanes share a row)
+  static constexpr int kStages = 2;                  // warp tiles in a warp's staging ring
+  static constexpr int kMinBlocksPerSm = 3;
+  static constexpr int kKSteps = kHeadDim / 16;                       // k-steps of QK^T
+  static constexpr int kScoreTiles = kWarpKeys / 8;                   // 8-key groups (K rows 8 j + g)
+  static constexpr int kKeyTiles = kWarpKeys / 16;                    // m-tiles of S^T = k-steps of O^T
+  static constexpr int kDimTiles = kHeadDim / 16;                     // m-tiles of O^T
+  static constexpr int kCodeBytes = kInt4 ? kHeadDim / 2 : kHeadDim;  // packed values of a row
+  static constexpr int kLaneWords = kCodeBytes / 16;                  // K words one lane decodes per key
+  static constexpr int kVWords = kCodeBytes / 32;  // V words per key one lane decodes (8 lanes share a row)
   // Staged rows: 128-byte rows have their 16-byte chunks XOR-swizzled,
   // shorter ones a 16-byte pad; either way the lanes that read one word of
   // four rows 2 apart (the V fragment) hit distinct banks. An int4 row is
   // copied whole, its G coefficient words ending at kLead, where its
   // packed values start (16-byte aligned for the K reads).
-  // Native rows are swizzled as the tile kernel's (chunk c of row r at c ^
-  // r % 8): the 8 rows one ldmatrix reads are in distinct banks.
   static constexpr bool kSwizzle = !kInt4 && kCodeBytes >= 128;
   static constexpr int kLead = kInt4 ? 32 : 0;  // room for up to 8 coefficient words
   static constexpr int kPitch = kSwizzle ? kCodeBytes : kLead + kCodeBytes + 16;
-  static constexpr int kSideWords = kInt4 || kNative ? 0 : 1;  // fp8: the row's scale word, apart
-  static constexpr int kStageRows = 2 * kWarpKeys;             // K rows, then V rows
+  static constexpr int kSideWords = kInt4 ? 0 : 1;  // fp8: the row's scale word, apart
+  static constexpr int kStageRows = 2 * kWarpKeys;  // K rows, then V rows
   static constexpr int kSideOffset = kStageRows * kPitch;
   static constexpr int kStageBytes = kSideOffset + kStageRows * kSideWords * 4;
   static constexpr int kWarpStagingBytes = kStages * kStageBytes;
@@ -98,14 +87,7 @@ struct StreamTile {
   // bf16 Q is scaled per row by a power of two into fp16's range, where
   // its 8-bit significands are exact (an fp16 low part, as the tile kernel
   // adds, would be zero but for values 2^-28 below the row's largest).
-  // Native Q meets K in its own dtype: no scale.
-  static constexpr bool kScaleQ = !kNative && std::is_same_v<T, bf16_t>;
-  // The MMAs' element type: fp16, or bf16 for native bf16 K/V, whose P
-  // is then split into bf16 hi + lo parts (P to ~16 bits, two PV MMAs), as
-  // the tile kernel does: bf16 P alone costs ~1.5e-3 relative error in O.
-  using MmaType = std::conditional_t<kNative, T, half_t>;
-  static constexpr bool kSplitP = std::is_same_v<MmaType, bf16_t>;
-  static constexpr int kPParts = kSplitP ? 2 : 1;
+  static constexpr bool kScaleQ = std::is_same_v<T, bf16_t>;
   static constexpr int kQRowBytes = kHeadDim * 2;
   static constexpr int kQOffset = 0;
   static constexpr int kQScaleOffset = kQOffset + kRows * kQRowBytes;  // [kRows] float
@@ -119,7 +101,7 @@ struct StreamTile {
   static constexpr int kOPitch = kHeadDim + 8;
   static_assert(kRows * kOPitch * 4 <= kWarpStagingBytes, "a warp's O fits its staging");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head-dim buckets 64 and 128");
-  static_assert(kSmemBytes <= (kNative ? 232448 : 76800), "1 (native) or 3 CTAs per SM (228 KB, 1 KB each reserved)");
+  static_assert(kSmemBytes <= 76800, "3 CTAs per SM (228 KB, 1 KB each reserved)");
 };
 
 // Position of real head dim d of Q in the k-step order K is decoded in: one
@@ -130,13 +112,9 @@ struct StreamTile {
 // W's index among the lane's words). fp8: word W = codes of dims 4W .. 4W
 // + 3 gives b0 = (c0, c1), b1 = (c2, c3) of k-step q. b0 holds k = 2t, 2t +
 // 1 and b1 k = 2t + 8, 2t + 9 of the 16 of a k-step.
-// Native K is read by ldmatrix in its own order: identity.
-template <int kHeadDim, StreamFormat kFormat>
+template <int kHeadDim, bool kInt4>
 __device__ __forceinline__ int q_virtual_dim(int d) {
-  constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
-  if constexpr (kFormat == StreamFormat::kNative) {
-    return d;
-  } else if constexpr (kInt4) {
+  if constexpr (kInt4) {
     constexpr int kWords = kHeadDim / 32;
     const int word = d >> 3, nibble = d & 7;
     const int reg = nibble & 3, parity = nibble >> 2;
@@ -155,11 +133,8 @@ __device__ __forceinline__ int q_virtual_dim(int d) {
 // Column of O's fragments that holds real head dim d. The lane with g =
 // lane / 4 decodes V word 8 wi + g of a row: int4 nibble j is n-tile 8 wi +
 // j, fp8 byte j n-tile 4 wi + j, and g is the column within the n-tile.
-// Native V is read by ldmatrix.trans in its own order: identity.
-template <StreamFormat kFormat>
+template <bool kInt4>
 __device__ __forceinline__ int o_fragment_column(int d) {
-  constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
-  if constexpr (kFormat == StreamFormat::kNative) return d;
   const int word = kInt4 ? d >> 3 : d >> 2;
   const int j = kInt4 ? d & 7 : d & 3;
   const int n_tile = (kInt4 ? 8 : 4) * (word >> 3) + j;
@@ -237,9 +212,7 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
 
 template <typename Tile>
 __device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
-  if constexpr (Tile::kNative) {
-    return swizzled<Tile::kPitch>(row, byte >> 4) + (byte & 15);
-  } else if constexpr (Tile::kSwizzle) {
+  if constexpr (Tile::kSwizzle) {
     const int chunk = (byte >> 4) ^ (2 * ((row >> 1) & 3));
     return static_cast<uint32_t>(row * Tile::kPitch + (chunk << 4) + (byte & 15));
   } else {
@@ -394,14 +367,10 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int v = q_virtual_dim<kHeadDim, kFormat>(8 * c + j);
+      const int v = q_virtual_dim<kHeadDim, kInt4>(8 * c + j);
       const uint32_t at = swizzled<Tile::kQRowBytes>(row, v >> 3) + 2 * (v & 7);
       const float a = x[j] * up;
-      // (Native Q goes back to its dtype exactly: it came from it.)
-      if constexpr (std::is_same_v<typename Tile::MmaType, bf16_t>)
-        *reinterpret_cast<bf16_t *>(q_tile + at) = bf16_from_float(a);
-      else
-        *reinterpret_cast<__half *>(q_tile + at) = __float2half_rn(a);
+      *reinterpret_cast<__half *>(q_tile + at) = __float2half_rn(a);
     }
   }
   // Staged bytes past Dqk / Dv are never copied: zero, so that they decode
@@ -417,10 +386,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 
   // ---- The packed rows of this CTA's K/V head ----------------------------
   const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
-  constexpr bool kNative = Tile::kNative;
-  const bool per_row = !kInt4 && !kNative && p.kv_scale_granularity == FMHA_SCALE_PER_ROW;
-  // int4 views count int32 words, fp8 views bytes, native views elements
-  const int64_t unit = kInt4 ? 4 : kNative ? static_cast<int64_t>(sizeof(T)) : 1;
+  const bool per_row = !kInt4 && p.kv_scale_granularity == FMHA_SCALE_PER_ROW;
+  const int64_t unit = kInt4 ? 4 : 1;  // int4 views count int32 words, fp8 views bytes
   const uint8_t *const k_rows =
       static_cast<const uint8_t *>(p.k) + (group * p.k_stride[2] + head_kv * p.k_stride[3]) * unit;
   const uint8_t *const v_rows =
@@ -428,12 +395,12 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const int64_t k_stride0 = p.k_stride[0] * unit, k_stride1 = p.k_stride[1] * unit;
   const int64_t v_stride0 = p.v_stride[0] * unit, v_stride1 = p.v_stride[1] * unit;
   const int32_t groups = kInt4 ? p.kv_quant_groups : 0;
-  const int32_t k_row_words = kInt4 ? groups + p.head_dim_qk / 8 : kNative ? p.head_dim_qk / 2 : p.head_dim_qk / 4;
-  const int32_t v_row_words = kInt4 ? groups + p.head_dim_v / 8 : kNative ? p.head_dim_v / 2 : p.head_dim_v / 4;
+  const int32_t k_row_words = kInt4 ? groups + p.head_dim_qk / 8 : p.head_dim_qk / 4;
+  const int32_t v_row_words = kInt4 ? groups + p.head_dim_v / 8 : p.head_dim_v / 4;
   const uint32_t *k_scale = nullptr;
   const uint32_t *v_scale = nullptr;
   uint32_t k_fixed = 0, v_fixed = 0;
-  if constexpr (!kInt4 && !kNative) {
+  if constexpr (!kInt4) {
     const int64_t k_head = per_row ? group * p.k_scale_stride[2] + head_kv * p.k_scale_stride[3]
                            : p.kv_scale_granularity == FMHA_SCALE_PER_HEAD
                                ? group * p.k_scale_stride[0] + head_kv * p.k_scale_stride[1]
@@ -459,9 +426,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   }
   const int64_t seq_origin = sequence_key_origin(p.seq, piece.batch);
   const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
-  // 16-byte copies need whole chunks of coefficient words too; native rows
-  // are 16-byte aligned (run checks) of whole chunks (the plan's choice).
-  const bool copy16 = kNative || (p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0));
+  // 16-byte copies need whole chunks of coefficient words too.
+  const bool copy16 = p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
 
   // Lane l locates key l of a warp tile (K row l, V row l). Paged and
   // ragged keys take a table lookup: it is made one tile ahead of the
@@ -687,23 +653,20 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const int num_tiles = (kv_hi - kv_lo + kWarpKeys - 1) / kWarpKeys;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + Tile::kWarps - 1) / Tile::kWarps : 0;
   const auto tile_start_of = [&](int i) { return kv_lo + (warp + i * Tile::kWarps) * kWarpKeys; };
-  // Tiles 0 .. kStages - 2 in flight before the loop; the table lookup of
-  // the next tile to load runs one load ahead.
-#pragma unroll
-  for (int ahead = 0; ahead + 1 < kStages; ++ahead) {
-    if (ahead < my_tiles) load_tile(ahead, tile_start_of(ahead), outer_of(tile_start_of(ahead)));
-    copy_commit();
-  }
-  int64_t next_outer = my_tiles > kStages - 1 ? outer_of(tile_start_of(kStages - 1)) : 0;
+  static_assert(kStages == 2, "the lookups run one tile ahead of a two-stage ring");
+  int64_t next_outer = my_tiles > 0 ? outer_of(tile_start_of(0)) : 0;
+  if (my_tiles > 0) load_tile(0, tile_start_of(0), next_outer);
+  copy_commit();
+  next_outer = my_tiles > 1 ? outer_of(tile_start_of(1)) : 0;
 
   // The tile loop, with the fp8 flavour fixed at compile time: a run-time
   // test inside the decode costs a branch per code pair.
   const auto run_tiles = [&](auto fnuz_tag) {
     [[maybe_unused]] constexpr bool kFnuz = decltype(fnuz_tag)::value;
     for (int i = 0; i < my_tiles; ++i) {
-      if (i + kStages - 1 < my_tiles) {
-        load_tile((i + kStages - 1) % kStages, tile_start_of(i + kStages - 1), next_outer);
-        next_outer = i + kStages < my_tiles ? outer_of(tile_start_of(i + kStages)) : 0;
+      if (i + 1 < my_tiles) {
+        load_tile((i + 1) % kStages, tile_start_of(i + 1), next_outer);
+        next_outer = i + 2 < my_tiles ? outer_of(tile_start_of(i + 2)) : 0;
       }
       copy_commit();
       copy_wait<kStages - 1>();
@@ -720,8 +683,39 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
 #pragma unroll
         for (int n = 0; n < kQN; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
-      // Q rows 8 n + g, dims 2 t, 2 t + 1 (b0) and 2 t + 8, 2 t + 9 (b1) of k-step ks.
-      const auto q_fragment = [&](int ks, uint32_t(&qb)[kQN][2]) {
+      uint32_t k_words[kNS][Tile::kLaneWords];
+      constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
+      uint32_t k_coef[kNS][kCoefs];
+#pragma unroll
+      for (int j = 0; j < kNS; ++j) {
+        [[maybe_unused]] const int row = 8 * j + g;
+#pragma unroll
+        for (int q = 0; q < Tile::kLaneWords; q += 4) {
+          if constexpr (Tile::kLaneWords >= 4) {
+            const uint4 w = *reinterpret_cast<const uint4 *>(stage + 8 * j * Tile::kPitch + k_code_at[q / 4]);
+            k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
+          } else {
+            const uint2 w = *reinterpret_cast<const uint2 *>(stage + 8 * j * Tile::kPitch + k_code_at[0]);
+            k_words[j][0] = w.x, k_words[j][1] = w.y;
+          }
+        }
+        if constexpr (kInt4) {
+#pragma unroll
+          for (int q = 0; q < Tile::kLaneWords; ++q)
+            k_coef[j][q] =
+                k_word_valid[q] ? *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + k_coef_at[q]) : 0u;
+        } else {
+          // (fp32 scales go onto the scores: K codes enter the MMAs as they are.)
+          if constexpr (kFormat == StreamFormat::kFp8ScaleShift)
+            k_coef[j][0] = per_row ? reinterpret_cast<const uint32_t *>(side)[row] : k_fixed;
+          else
+            k_coef[j][0] = 0u;
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+        // Q rows 8 n + g, dims 2 t, 2 t + 1 (b0) and 2 t + 8, 2 t + 9 (b1).
+        uint32_t qb[kQN][2];
         if constexpr (kQN == 1) {
           uint32_t r[2];
           ldmatrix_x2(r, q_base + swizzled<Tile::kQRowBytes>(lane % 8, 2 * ks + (lane / 8) % 2));
@@ -731,90 +725,33 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
           ldmatrix_x4(r, q_base + swizzled<Tile::kQRowBytes>(lane % 16, 2 * ks + lane / 16));
           qb[0][0] = r[0], qb[0][1] = r[2], qb[1][0] = r[1], qb[1][1] = r[3];
         }
-      };
-      [[maybe_unused]] const SmemAddr stage_addr = staging_base + (i % kStages) * Tile::kStageBytes;
-      if constexpr (kNative) {
-        // Native K by ldmatrix: lanes 8 j .. 8 j + 7 address rows (keys)
-        // 16 mt + lane % 8 + 8 (j % 2), chunk 2 ks + j / 2, the four 8 x 8
-        // blocks of the A fragment (keys g, g + 8 x dims 2 t, 2 t + 8). The
-        // row's swizzle (chunk ^ row % 8) is lane % 8 for every key m-tile,
-        // and 2 ks + j / 2 = 2 ks ^ (j / 2): one XOR per k-step.
-        const SmemAddr k_lane = stage_addr + ((lane & 7) + 8 * ((lane >> 3) & 1)) * Tile::kPitch;
-        const uint32_t k_swizzle = static_cast<uint32_t>(((lane >> 4) ^ (lane & 7)) << 4);
-#pragma unroll
-        for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-          uint32_t qb[kQN][2];
-          q_fragment(ks, qb);
-#pragma unroll
-          for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
-            uint32_t a[4];
-            ldmatrix_x4(a, k_lane + 16 * mt * Tile::kPitch + ((32u * ks) ^ k_swizzle));
-#pragma unroll
-            for (int n = 0; n < kQN; ++n) mma_16x8x16<typename Tile::MmaType>(s[mt][n], a, qb[n][0], qb[n][1]);
-          }
-        }
-      } else {
-        uint32_t k_words[kNS][Tile::kLaneWords];
-        constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
-        uint32_t k_coef[kNS][kCoefs];
+        uint32_t b0[kNS], b1[kNS];
 #pragma unroll
         for (int j = 0; j < kNS; ++j) {
-          [[maybe_unused]] const int row = 8 * j + g;
-#pragma unroll
-          for (int q = 0; q < Tile::kLaneWords; q += 4) {
-            if constexpr (Tile::kLaneWords >= 4) {
-              const uint4 w = *reinterpret_cast<const uint4 *>(stage + 8 * j * Tile::kPitch + k_code_at[q / 4]);
-              k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
-            } else {
-              const uint2 w = *reinterpret_cast<const uint2 *>(stage + 8 * j * Tile::kPitch + k_code_at[0]);
-              k_words[j][0] = w.x, k_words[j][1] = w.y;
-            }
-          }
           if constexpr (kInt4) {
-#pragma unroll
-            for (int q = 0; q < Tile::kLaneWords; ++q)
-              k_coef[j][q] =
-                  k_word_valid[q] ? *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + k_coef_at[q]) : 0u;
+            const uint32_t word = k_words[j][ks / 2];
+            const uint32_t coef = k_coef[j][ks / 2];
+            const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+            const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+            const uint32_t x = ks % 2 == 0 ? word : word >> 8;
+            b0[j] = int4_low(x, scale, shift);
+            b1[j] = int4_high(x, scale, shift);
           } else {
-            // (fp32 scales go onto the scores: K codes enter the MMAs as they are.)
-            if constexpr (kFormat == StreamFormat::kFp8ScaleShift)
-              k_coef[j][0] = per_row ? reinterpret_cast<const uint32_t *>(side)[row] : k_fixed;
-            else
-              k_coef[j][0] = 0u;
+            // (Codes past Dqk are staged zeros and meet Q's zeros.)
+            const uint32_t word = k_words[j][ks];
+            const uint32_t coef = k_coef[j][0];
+            const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
+            const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
+            fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0[j], b1[j]);
           }
         }
 #pragma unroll
-        for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-          uint32_t qb[kQN][2];
-          q_fragment(ks, qb);
-          uint32_t b0[kNS], b1[kNS];
+        for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
+          const uint32_t a[4] = {b0[2 * mt], b0[2 * mt + 1], b1[2 * mt], b1[2 * mt + 1]};
 #pragma unroll
-          for (int j = 0; j < kNS; ++j) {
-            if constexpr (kInt4) {
-              const uint32_t word = k_words[j][ks / 2];
-              const uint32_t coef = k_coef[j][ks / 2];
-              const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
-              const __half2 shift = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
-              const uint32_t x = ks % 2 == 0 ? word : word >> 8;
-              b0[j] = int4_low(x, scale, shift);
-              b1[j] = int4_high(x, scale, shift);
-            } else {
-              // (Codes past Dqk are staged zeros and meet Q's zeros.)
-              const uint32_t word = k_words[j][ks];
-              const uint32_t coef = k_coef[j][0];
-              const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
-              const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
-              fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0[j], b1[j]);
-            }
-          }
-#pragma unroll
-          for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
-            const uint32_t a[4] = {b0[2 * mt], b0[2 * mt + 1], b1[2 * mt], b1[2 * mt + 1]};
-#pragma unroll
-            for (int n = 0; n < kQN; ++n) mma_16x8x16<__half>(s[mt][n], a, qb[n][0], qb[n][1]);
-          }
+          for (int n = 0; n < kQN; ++n) mma_16x8x16<__half>(s[mt][n], a, qb[n][0], qb[n][1]);
         }
-      }  // packed K
+      }
 
       // ---- Scores in log2 units, masked; this warp's online softmax ------
       // Element e of s[mt][n]: key 16 mt + g + 8 (e / 2), lane row 2 n + e % 2.
@@ -933,8 +870,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       // accumulator layout (key 16 mt + g + 8 h, queries 2 t, 2 t + 1) are an
       // 8 x 8 fragment each, transposed in registers to (keys 2 t, 2 t + 1
       // of the k-step's half h, query g).
-      // Native bf16: P split into hi (part 0) and lo (part 1) bf16 pairs.
-      uint32_t pb[Tile::kPParts][Tile::kKeyTiles][kQN][2];
+      uint32_t pb[Tile::kKeyTiles][kQN][2];
       // FMHA_FLAG_FP8_PV: P rounded to fp8 against the row's largest P of
       // the tile over fp8_max; the sums keep the exact P.
       const auto probabilities = [&](auto rounded) {
@@ -960,112 +896,75 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
                 prob[e] = fp8_round(prob[e] * p_inverse[r], p.fp8_bias, p.fp8_max) * p_scale[r];
               if constexpr (kFormat == StreamFormat::kFp8Float) prob[e] *= v_weight[mt][e / 2];
             }
-            if constexpr (Tile::kSplitP) {
-              uint32_t hi[2], lo[2];
-              split_bf16x2(prob[0], prob[1], &hi[0], &lo[0]);
-              split_bf16x2(prob[2], prob[3], &hi[1], &lo[1]);
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                pb[0][mt][n][h] = transpose_8x8(hi[h]);
-                pb[Tile::kPParts - 1][mt][n][h] = transpose_8x8(lo[h]);
-              }
-            } else {
-              pb[0][mt][n][0] = transpose_8x8(pack2<typename Tile::MmaType>(prob[0], prob[1]));
-              pb[0][mt][n][1] = transpose_8x8(pack2<typename Tile::MmaType>(prob[2], prob[3]));
-            }
+            pb[mt][n][0] = transpose_8x8(pack2<__half>(prob[0], prob[1]));
+            pb[mt][n][1] = transpose_8x8(pack2<__half>(prob[2], prob[3]));
           }
       };
-      // (FP8_PV comes with fp8 K/V only.)
-      if constexpr (!kNative) {
-        if (p.fp8_pv)
-          probabilities(std::true_type{});
-        else
-          probabilities(std::false_type{});
-      } else {
+      if (p.fp8_pv)
+        probabilities(std::true_type{});
+      else
         probabilities(std::false_type{});
-      }
 
-      if constexpr (kNative) {
-        // ---- O^T += V^T P^T, native V by ldmatrix.trans: lanes 8 j .. 8 j
-        // + 7 address rows (keys) 16 kk + lane % 8 + 8 (j / 2), chunk 2 m + j
-        // % 2 (dims), whose transposes are the A fragment of V^T (dims g, g
-        // + 8 x keys 2 t, 2 t + 8) ----------------------------------------
-        const SmemAddr v_lane = stage_addr + (kWarpKeys + (lane & 7) + 8 * (lane >> 4)) * Tile::kPitch;
-        const uint32_t v_swizzle = static_cast<uint32_t>((((lane >> 3) & 1) ^ (lane & 7)) << 4);
-#pragma unroll
-        for (int kk = 0; kk < Tile::kKeyTiles; ++kk)
-#pragma unroll
-          for (int m = 0; m < Tile::kDimTiles; ++m) {
-            uint32_t a[4];
-            ldmatrix_x4_trans(a, v_lane + 16 * kk * Tile::kPitch + ((32u * m) ^ v_swizzle));
-#pragma unroll
-            for (int n = 0; n < kQN; ++n)
-#pragma unroll
-              for (int part = 0; part < Tile::kPParts; ++part)
-                mma_16x8x16<typename Tile::MmaType>(acc[m][n], a, pb[part][kk][n][0], pb[part][kk][n][1]);
-          }
-      } else {
         // ---- O^T += V^T P^T: lane (g, t) decodes V words 8 wi + g of keys
         // 2 t, 2 t + 1 (a0 / a1) and 2 t + 8, 2 t + 9 (a2 / a3) of each 16-key
         // step; the pairs of 8-dim groups (2 m, 2 m + 1) are the m-tiles -----
 #pragma unroll
-        for (int kk = 0; kk < Tile::kKeyTiles; ++kk) {
-          const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
-          [[maybe_unused]] uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
-          if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
+      for (int kk = 0; kk < Tile::kKeyTiles; ++kk) {
+        const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
+        [[maybe_unused]] uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
+        if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
-              scale_a[half] = per_row ? side_a[0] : v_fixed;
-              scale_b[half] = per_row ? side_a[1] : v_fixed;
-            }
-          }
-          // One V word (8 int4 / 4 fp8 8-dim groups) at a time: fewer live registers.
-#pragma unroll
-          for (int wi = 0; wi < Tile::kVWords; ++wi) {
-            constexpr int kTilesPerWord = kInt4 ? 8 : 4;
-            uint32_t b[2][kTilesPerWord];
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const uint8_t *const v_at = stage + (key_a[half] - 2 * t) * Tile::kPitch + v_code_at[wi];
-              const uint32_t wa = *reinterpret_cast<const uint32_t *>(v_at);
-              const uint32_t wb = *reinterpret_cast<const uint32_t *>(v_at + Tile::kPitch);
-              if constexpr (kInt4) {
-                const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
-                const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
-                const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
-                const __half2 scale = bits_half2(__byte_perm(ca, cb, 0x5410));
-                const __half2 shift = bits_half2(__byte_perm(ca, cb, 0x7632));
-#pragma unroll
-                for (int byte = 0; byte < 4; ++byte) {
-                  // Byte `byte` of a in bits 0-7, of b in bits 16-23.
-                  const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
-                  b[half][2 * byte] = int4_low(y, scale, shift);
-                  b[half][2 * byte + 1] = int4_high(y, scale, shift);
-                }
-              } else {
-                const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
-                const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
-                // Bytes 0, 1 (then 2, 3) of a and b interleaved: (a0, b0) and
-                // (a1, b1) are the pairs of n-tiles 0 and 1 (2 and 3).
-                fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x5140), scale2, shift2, b[half][0], b[half][1]);
-                fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x7362), scale2, shift2, b[half][2], b[half][3]);
-              }
-            }
-#pragma unroll
-            for (int j = 0; j < kTilesPerWord; j += 2) {
-              const uint32_t a[4] = {b[0][j], b[0][j + 1], b[1][j], b[1][j + 1]};
-#pragma unroll
-              for (int n = 0; n < kQN; ++n)
-                mma_16x8x16<__half>(acc[(kTilesPerWord * wi + j) / 2][n], a, pb[0][kk][n][0], pb[0][kk][n][1]);
-            }
+          for (int half = 0; half < 2; ++half) {
+            const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
+            scale_a[half] = per_row ? side_a[0] : v_fixed;
+            scale_b[half] = per_row ? side_a[1] : v_fixed;
           }
         }
-      }              // packed V
+        // One V word (8 int4 / 4 fp8 8-dim groups) at a time: fewer live registers.
+#pragma unroll
+        for (int wi = 0; wi < Tile::kVWords; ++wi) {
+          constexpr int kTilesPerWord = kInt4 ? 8 : 4;
+          uint32_t b[2][kTilesPerWord];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const uint8_t *const v_at = stage + (key_a[half] - 2 * t) * Tile::kPitch + v_code_at[wi];
+            const uint32_t wa = *reinterpret_cast<const uint32_t *>(v_at);
+            const uint32_t wb = *reinterpret_cast<const uint32_t *>(v_at + Tile::kPitch);
+            if constexpr (kInt4) {
+              const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
+              const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
+              const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
+              const __half2 scale = bits_half2(__byte_perm(ca, cb, 0x5410));
+              const __half2 shift = bits_half2(__byte_perm(ca, cb, 0x7632));
+#pragma unroll
+              for (int byte = 0; byte < 4; ++byte) {
+                // Byte `byte` of a in bits 0-7, of b in bits 16-23.
+                const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
+                b[half][2 * byte] = int4_low(y, scale, shift);
+                b[half][2 * byte + 1] = int4_high(y, scale, shift);
+              }
+            } else {
+              const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
+              const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
+              // Bytes 0, 1 (then 2, 3) of a and b interleaved: (a0, b0) and
+              // (a1, b1) are the pairs of n-tiles 0 and 1 (2 and 3).
+              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x5140), scale2, shift2, b[half][0], b[half][1]);
+              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x7362), scale2, shift2, b[half][2], b[half][3]);
+            }
+          }
+#pragma unroll
+          for (int j = 0; j < kTilesPerWord; j += 2) {
+            const uint32_t a[4] = {b[0][j], b[0][j + 1], b[1][j], b[1][j + 1]};
+#pragma unroll
+            for (int n = 0; n < kQN; ++n)
+              mma_16x8x16<__half>(acc[(kTilesPerWord * wi + j) / 2][n], a, pb[kk][n][0], pb[kk][n][1]);
+          }
+        }
+      }
       __syncwarp();  // every lane is done with this stage before it is refilled
     }
   };
-  if (!kInt4 && !kNative && fnuz)
+  if (!kInt4 && fnuz)
     run_tiles(std::true_type{});
   else
     run_tiles(std::false_type{});
@@ -1103,8 +1002,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     const float reference = top == -INFINITY ? 0.f : top;
     float sum = 0.f;
     float x[2] = {0.f, 0.f};
-    const int col0 = o_fragment_column<kFormat>(d);
-    const int col1 = o_fragment_column<kFormat>(d + 1);
+    const int col0 = o_fragment_column<kInt4>(d);
+    const int col1 = o_fragment_column<kInt4>(d + 1);
 #pragma unroll
     for (int w = 0; w < Tile::kWarps; ++w) {
       const float weight = fast_exp2(max_exchange[w * Tile::kRows + row] - reference);
