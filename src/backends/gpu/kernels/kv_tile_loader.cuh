@@ -123,6 +123,19 @@ class KvTileLoader {
       }
       return;
     }
+    // Paged / ragged: each row's page comes from a table lookup. The
+    // lookups of a tile are made by the load() before it (tiles are
+    // loaded in order, kBlockN keys apart), so their latency passes
+    // during a tile's math instead of stalling these copies (page size 1:
+    // one lookup per row).
+    if (tile_start != lookahead_start_) {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass)
+        lookahead_page_[pass] = row_page(tile_start + row_ + pass * kRowsPerPass, kv_end);
+    }
+    int32_t page[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) page[pass] = lookahead_page_[pass];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = row_ + pass * kRowsPerPass;
@@ -130,31 +143,41 @@ class KvTileLoader {
       const bool valid = key < kv_end;
       int64_t k_offset = 0;
       int64_t v_offset = 0;
-      if (valid) row_offsets(key, &k_offset, &v_offset);
+      if (valid) row_offsets(key, page[pass], &k_offset, &v_offset);
       const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
       if (k_chunk_ != nullptr) copy_async_16(k_tile + offset, valid ? k_chunk_ + k_offset : k_chunk_, valid);
       if (v_chunk_ != nullptr) copy_async_16(v_tile + offset, valid ? v_chunk_ + v_offset : v_chunk_, valid);
     }
+    lookahead_start_ = tile_start + kBlockN;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass)
+      lookahead_page_[pass] = row_page(lookahead_start_ + row_ + pass * kRowsPerPass, kv_end);
   }
 
  private:
-  // Element offsets of key `key` (index within the sequence) in paged or
-  // ragged K and V: the page comes from the block table / page list.
-  __device__ __forceinline__ void row_offsets(int32_t key, int64_t *k_offset, int64_t *v_offset) const {
-    int64_t page;
-    int64_t inner;  // row within the page
+  // The physical page of key `key` (index within the sequence) of a paged
+  // or ragged sequence, from the block table / page list; 0 for keys at or
+  // past kv_end, whose entries are not read.
+  __device__ __forceinline__ int32_t row_page(int32_t key, int32_t kv_end) const {
+    if (key >= kv_end) return 0;
+    if (seq_.kv_layout == FMHA_KV_PAGED)
+      return __ldg(seq_.block_table + batch_ * seq_.block_table_stride[0] +
+                   ((seq_offset_ + key) >> seq_.page_size_log2) * seq_.block_table_stride[1]);
+    return __ldg(seq_.kv_indices + (seq_offset_ + (key >> seq_.page_size_log2)) * seq_.kv_indices_stride);
+  }
+
+  // Element offsets of key `key` in paged or ragged K and V, on page `page`.
+  __device__ __forceinline__ void row_offsets(int32_t key, int64_t page, int64_t *k_offset, int64_t *v_offset) const {
     const int32_t page_mask = (1 << seq_.page_size_log2) - 1;
-    if (seq_.kv_layout == FMHA_KV_PAGED) {
-      const int64_t position = seq_offset_ + key;
-      page = __ldg(seq_.block_table + batch_ * seq_.block_table_stride[0] +
-                   (position >> seq_.page_size_log2) * seq_.block_table_stride[1]);
-      inner = position & page_mask;
-    } else {
-      page = __ldg(seq_.kv_indices + (seq_offset_ + (key >> seq_.page_size_log2)) * seq_.kv_indices_stride);
-      inner = key & page_mask;
-    }
+    // The row within the page.
+    const int64_t inner = seq_.kv_layout == FMHA_KV_PAGED ? (seq_offset_ + key) & page_mask : key & page_mask;
     *k_offset = page * k_stride0_ + inner * k_stride1_;
     *v_offset = page * v_stride0_ + inner * v_stride1_;
+  }
+
+  // Element offsets of key `key` in paged or ragged K and V.
+  __device__ __forceinline__ void row_offsets(int32_t key, int64_t *k_offset, int64_t *v_offset) const {
+    row_offsets(key, row_page(key, key + 1), k_offset, v_offset);
   }
 
   const SeqLayout &seq_;
@@ -172,6 +195,10 @@ class KvTileLoader {
   bool contiguous_;            // DENSE, PADDED, GAPPY
   const T *k_key0_ = nullptr;  // contiguous: this thread's chunk of the sequence's key 0
   const T *v_key0_ = nullptr;
+  // Paged / ragged: the pages of this thread's rows of the tile that
+  // starts at lookahead_start_ (looked up by the previous load()).
+  mutable int32_t lookahead_start_ = -1;
+  mutable int32_t lookahead_page_[kPasses] = {};
 };
 
 }  // namespace fmha::gpu::kernels

@@ -162,9 +162,18 @@ class LaneGroup {
   // The butterfly gives every lane of the group the bitwise same sum, in a
   // fixed order; `lanes_` as the width keeps each exchange inside the group.
   __device__ __forceinline__ float sum(float x) const {
-    for (int offset = lanes_ / 2; offset > 0; offset >>= 1) x += __shfl_xor(x, offset, lanes_);
+    return reduce(x, [](float a, float b) { return a + b; });
+  }
+
+  // The butterfly with any commutative `op` (every lane the same result).
+  template <typename Op>
+  __device__ __forceinline__ float reduce(float x, Op op) const {
+    for (int offset = lanes_ / 2; offset > 0; offset >>= 1) x = op(x, __shfl_xor(x, offset, lanes_));
     return x;
   }
+
+  // `x` of lane `lane` of the group, on every lane of it.
+  __device__ __forceinline__ float broadcast(float x, int lane) const { return __shfl(x, lane, lanes_); }
 
  private:
   int lanes_;
