@@ -299,6 +299,51 @@ std::vector<AttentionCase> larger_cases() {
   c.sinks = true;
   cases.push_back(c);
 
+  // Dense batches whose balanced ranges are shorter than a sequence: the
+  // GPU kernels cut them by arithmetic (no scheduling pass). Ranges across
+  // a sequence boundary, several cuts per sequence, and as many ranges as
+  // sequences plus one (the most partial slots).
+  c = AttentionCase();
+  c.name = "dense_balanced_ranges_inside_sequences";
+  c.kv_len = {2000, 2000, 2000};
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = 64;
+  c.sinks = true;
+  cases.push_back(c);
+
+  c = AttentionCase();
+  c.name = "dense_balanced_gqa_decode";
+  c.kv_len = {4096, 4096};
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.four_d = true;
+  c.head_dim = 128;
+  c.o_dtype = FMHA_DTYPE_F32;
+  cases.push_back(c);
+
+  c = AttentionCase();
+  c.name = "dense_balanced_mqa_causal_mq4";
+  c.kv_len = {777, 777, 777, 777, 777};
+  c.q_len = {4};
+  c.mask = FMHA_MASK_CAUSAL;
+  c.groups = 2;
+  c.heads_q = 8;
+  c.heads_kv = 1;
+  c.head_dim = 80;
+  c.dtype = Dtype::f16;
+  c.softcap = 30.0f;
+  cases.push_back(c);
+
+  c = AttentionCase();
+  c.name = "dense_balanced_one_range_more_than_sequences";
+  c.kv_len.assign(7, 300);
+  c.heads_q = 2;
+  c.heads_kv = 1;
+  c.head_dim = 64;
+  c.dtype = Dtype::f16;
+  cases.push_back(c);
+
   c = AttentionCase();
   c.name = "chunked_prefill_causal_local_gappy";
   c.kv_layout = FMHA_KV_GAPPY;

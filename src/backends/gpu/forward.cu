@@ -5,8 +5,9 @@
 //  1. BALANCED with several ranges and sequences only: the scheduling
 //     pass (one CTA) writes the pieces into the workspace from the
 //     device-side lengths; UNIFORM and FIXED_CHUNK pieces, and BALANCED
-//     ones of a single sequence, are pure arithmetic on the lengths, so
-//     the forward kernel finds them itself (find_piece());
+//     ones of a single sequence or of a dense batch (every sequence
+//     max_kv_seqlen keys), are pure arithmetic on the lengths, so the
+//     forward kernel finds them itself (find_piece());
 //  2. the forward kernel: one CTA per (work item, row tile of 16 query
 //     rows, group, K/V head); a work item is a piece, or with the scheduling
 //     pass a range of equal key count (all its pieces); CTAs past the run's
@@ -98,6 +99,23 @@ bool rows_aligned(const fmha_view &view, int row_dims, int alignment = 16) {
   for (int d = 0; d < row_dims; ++d)
     if (view.shape[d] > 1 && (view.stride[d] * bytes) % alignment != 0) return false;
   return true;
+}
+
+// The range length of a balanced plan over a dense batch whose pieces the
+// kernels may find by arithmetic (PieceSource::kBalancedDense), else 0:
+// several sequences (B = 1 has kBalancedSingle), every one max_kv_seqlen
+// keys (dense; no checked mode, whose bad sequences have none), and ranges
+// (effective_ranges(), schedule.cpp) shorter than a sequence.
+int64_t dense_balanced_range_len(const fmha_plan_data &plan) {
+  const fmha_splitk_problem &problem = plan.problem;
+  if (problem.kv_layout != FMHA_KV_DENSE || (problem.flags & FMHA_FLAG_CHECKED) || problem.batch < 2 ||
+      plan.num_ranges < 2 || plan.kv_chunk_size < 1)
+    return 0;
+  const int64_t total_keys = problem.batch * problem.max_kv_seqlen;
+  const int64_t ranges = core::effective_ranges(plan, total_keys);
+  if (ranges < 2) return 0;
+  const int64_t range_len = (total_keys + ranges - 1) / ranges;
+  return range_len < problem.max_kv_seqlen ? range_len : 0;
 }
 
 const char *kv_quant_name(int32_t kv_quant) {
@@ -224,6 +242,15 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
         config.pieces_per_seq = plan->num_ranges;
         config.work_items = plan->num_ranges;
         config.combine_items = 1;
+      } else if (const int64_t dense_range_len = dense_balanced_range_len(*plan); dense_range_len > 0) {
+        // A dense batch: every sequence has max_kv_seqlen keys, so the
+        // kernels cut the ranges by arithmetic too (no scheduling pass).
+        schedule_name = "balanced_dense";
+        config.piece_source = static_cast<int32_t>(PieceSource::kBalancedDense);
+        config.kv_chunk = static_cast<int32_t>(dense_range_len);
+        config.pieces_per_seq = static_cast<int32_t>((problem.batch * problem.max_kv_seqlen + dense_range_len - 1) /
+                                                     dense_range_len);  // effective ranges
+        config.work_items = config.pieces_per_seq;
       } else if (plan->num_ranges > 1) {
         // One CTA per range (per row tile and head): ranges hold equal key
         // counts, so the CTAs are equal however the sequences fall.

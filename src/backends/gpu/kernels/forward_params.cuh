@@ -69,7 +69,16 @@ enum class PieceSource : int32_t {
   // combine kernels find the pieces themselves and the pass is not
   // launched. pieces_per_seq holds the plan's ranges, kv_chunk the shortest
   // piece; range r is piece r.
-  kBalancedSingle = 3
+  kBalancedSingle = 3,
+  // BALANCED over a dense batch (every sequence max_kv_seqlen keys) whose
+  // ranges are shorter than a sequence: the pass's partition, bit for bit,
+  // by arithmetic, without the pass. pieces_per_seq holds the effective
+  // ranges, kv_chunk their length. Range r meets one or two sequences b:
+  // pieces (b, r), numbered 2 r + (b - first sequence of r), in slot b + r
+  // (b + r grows along the partition, so the slots are distinct and below
+  // B + ranges - 1; the ranges outnumber the sequences, so every sequence is
+  // split).
+  kBalancedDense = 4
 };
 
 // The scheduling pass's output (kScheduled), in the workspace meta region.
@@ -247,8 +256,23 @@ __device__ __forceinline__ int32_t fixed_chunks(int32_t kv_len, int32_t kv_chunk
   return chunks > 1 ? chunks : 1;
 }
 
+// kBalancedDense: the concatenated keys of range r, [*begin, *end).
+__device__ __forceinline__ void dense_range(const PieceTable &w, const SeqLayout &s, int32_t r, int64_t *begin,
+                                            int64_t *end) {
+  const int64_t total = static_cast<int64_t>(s.batch) * s.max_kv_seqlen;
+  *begin = static_cast<int64_t>(r) * w.kv_chunk;
+  *end = *begin + w.kv_chunk < total ? *begin + w.kv_chunk : total;
+}
+
 // The pieces of forward work item `item`: [*first, *first + count).
 __device__ __forceinline__ int32_t item_pieces(const PieceTable &w, const SeqLayout &s, int32_t item, int32_t *first) {
+  if (w.source == PieceSource::kBalancedDense) {
+    int64_t begin, end;
+    dense_range(w, s, item, &begin, &end);
+    if (item >= w.pieces_per_seq || begin >= end) return 0;
+    *first = 2 * item;
+    return static_cast<int32_t>((end - 1) / s.max_kv_seqlen - begin / s.max_kv_seqlen + 1);
+  }
   if (w.source == PieceSource::kBalancedSingle) {
     int64_t range_len;
     const int32_t pieces = single_sequence_pieces(kv_length(s, 0), w.pieces_per_seq, w.kv_chunk, &range_len);
@@ -273,6 +297,21 @@ __device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout 
     *piece = w.pieces[index];
     *seq_kv_len = kv_length(s, piece->batch);
     *chunk = 0;
+    return true;
+  }
+  if (w.source == PieceSource::kBalancedDense) {
+    const int32_t r = index / 2;
+    int64_t begin, end;
+    dense_range(w, s, r, &begin, &end);
+    const int64_t len = s.max_kv_seqlen;
+    const int32_t b = static_cast<int32_t>(begin / len) + index % 2;
+    const int64_t seq_start = b * len;
+    *seq_kv_len = static_cast<int32_t>(len);
+    *chunk = 0;
+    piece->batch = b;
+    piece->kv_begin = static_cast<int32_t>((begin > seq_start ? begin : seq_start) - seq_start);
+    piece->kv_end = static_cast<int32_t>((end < seq_start + len ? end : seq_start + len) - seq_start);
+    piece->slot = b + r;
     return true;
   }
   if (w.source == PieceSource::kBalancedSingle) {
@@ -326,6 +365,15 @@ __device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLay
     *batch = head.batch;
     *first = head.slot;
     return count;
+  }
+  if (w.source == PieceSource::kBalancedDense) {
+    if (index >= s.batch) return 0;
+    const int64_t len = s.max_kv_seqlen;
+    const int64_t first_range = index * len / w.kv_chunk;
+    const int64_t last_range = ((index + 1) * len - 1) / w.kv_chunk;
+    *batch = index;
+    *first = index + static_cast<int32_t>(first_range);
+    return static_cast<int32_t>(last_range - first_range + 1);
   }
   if (w.source == PieceSource::kBalancedSingle) {
     if (index != 0) return 0;
