@@ -344,6 +344,28 @@ std::vector<AttentionCase> larger_cases() {
   c.dtype = Dtype::f16;
   cases.push_back(c);
 
+  // Ranges longer than a sequence: at most one cut inside a sequence, some
+  // sequences whole (written directly), some ranges over several sequences.
+  c = AttentionCase();
+  c.name = "dense_balanced_ranges_over_sequences";
+  c.kv_len.assign(24, 100);
+  c.q_len = {2};
+  c.mask = FMHA_MASK_CAUSAL;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = 64;
+  c.dtype = Dtype::f16;
+  cases.push_back(c);
+
+  c = AttentionCase();
+  c.name = "dense_balanced_some_sequences_cut_sinks";
+  c.kv_len.assign(9, 150);
+  c.heads_q = 8;
+  c.heads_kv = 8;
+  c.head_dim = 32;
+  c.sinks = true;
+  cases.push_back(c);
+
   c = AttentionCase();
   c.name = "chunked_prefill_causal_local_gappy";
   c.kv_layout = FMHA_KV_GAPPY;

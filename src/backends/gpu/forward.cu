@@ -104,8 +104,8 @@ bool rows_aligned(const fmha_view &view, int row_dims, int alignment = 16) {
 // The range length of a balanced plan over a dense batch whose pieces the
 // kernels may find by arithmetic (PieceSource::kBalancedDense), else 0:
 // several sequences (B = 1 has kBalancedSingle), every one max_kv_seqlen
-// keys (dense; no checked mode, whose bad sequences have none), and ranges
-// (effective_ranges(), schedule.cpp) shorter than a sequence.
+// keys (dense; no checked mode, whose bad sequences have none), several
+// ranges (effective_ranges(), schedule.cpp).
 int64_t dense_balanced_range_len(const fmha_plan_data &plan) {
   const fmha_splitk_problem &problem = plan.problem;
   if (problem.kv_layout != FMHA_KV_DENSE || (problem.flags & FMHA_FLAG_CHECKED) || problem.batch < 2 ||
@@ -115,7 +115,12 @@ int64_t dense_balanced_range_len(const fmha_plan_data &plan) {
   const int64_t ranges = core::effective_ranges(plan, total_keys);
   if (ranges < 2) return 0;
   const int64_t range_len = (total_keys + ranges - 1) / ranges;
-  return range_len < problem.max_kv_seqlen ? range_len : 0;
+  // Piece numbers (ranges x the most pieces a range meets) and slots stay
+  // in int32.
+  const int64_t numbers = ranges * (range_len / problem.max_kv_seqlen + 2);
+  constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+  if (range_len > kMaxInt32 || numbers > kMaxInt32 || 2 * ranges > kMaxInt32) return 0;
+  return range_len;
 }
 
 const char *kv_quant_name(int32_t kv_quant) {

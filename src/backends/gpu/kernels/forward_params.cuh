@@ -70,14 +70,16 @@ enum class PieceSource : int32_t {
   // launched. pieces_per_seq holds the plan's ranges, kv_chunk the shortest
   // piece; range r is piece r.
   kBalancedSingle = 3,
-  // BALANCED over a dense batch (every sequence max_kv_seqlen keys) whose
-  // ranges are shorter than a sequence: the pass's partition, bit for bit,
-  // by arithmetic, without the pass. pieces_per_seq holds the effective
-  // ranges, kv_chunk their length. Range r meets one or two sequences b:
-  // pieces (b, r), numbered 2 r + (b - first sequence of r), in slot b + r
-  // (b + r grows along the partition, so the slots are distinct and below
-  // B + ranges - 1; the ranges outnumber the sequences, so every sequence is
-  // split).
+  // BALANCED over a dense batch (every sequence max_kv_seqlen keys): the
+  // pass's partition, bit for bit, by arithmetic, without the pass.
+  // pieces_per_seq holds the effective ranges, kv_chunk their length. Range
+  // r holds pieces (b, r) of the sequences b it meets, numbered r x
+  // (the most a range can meet) + (b - its first sequence). Slots: ranges
+  // shorter than a sequence split every sequence, and piece (b, r) takes
+  // slot b + r (b + r grows along the partition: distinct, below B +
+  // ranges - 1); longer ones put at most one cut k (at k x range length)
+  // inside a sequence, whose two pieces take slots 2 (k - 1) and 2 k - 1,
+  // and a sequence without a cut writes O directly.
   kBalancedDense = 4
 };
 
@@ -264,13 +266,27 @@ __device__ __forceinline__ void dense_range(const PieceTable &w, const SeqLayout
   *end = *begin + w.kv_chunk < total ? *begin + w.kv_chunk : total;
 }
 
+// kBalancedDense: the most pieces (sequences) one range meets.
+__device__ __forceinline__ int32_t dense_pieces_per_range(const PieceTable &w, const SeqLayout &s) {
+  return w.kv_chunk / s.max_kv_seqlen + 2;
+}
+
+// kBalancedDense: the cut inside sequence b when ranges are at least a
+// sequence long (the first multiple of the range length past its start),
+// or 0 when none falls inside it.
+__device__ __forceinline__ int64_t dense_cut(const PieceTable &w, const SeqLayout &s, int32_t b) {
+  const int64_t len = s.max_kv_seqlen;
+  const int64_t cut = b * len / w.kv_chunk + 1;
+  return cut * w.kv_chunk < (b + 1) * len ? cut : 0;
+}
+
 // The pieces of forward work item `item`: [*first, *first + count).
 __device__ __forceinline__ int32_t item_pieces(const PieceTable &w, const SeqLayout &s, int32_t item, int32_t *first) {
   if (w.source == PieceSource::kBalancedDense) {
     int64_t begin, end;
     dense_range(w, s, item, &begin, &end);
     if (item >= w.pieces_per_seq || begin >= end) return 0;
-    *first = 2 * item;
+    *first = item * dense_pieces_per_range(w, s);
     return static_cast<int32_t>((end - 1) / s.max_kv_seqlen - begin / s.max_kv_seqlen + 1);
   }
   if (w.source == PieceSource::kBalancedSingle) {
@@ -300,18 +316,24 @@ __device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout 
     return true;
   }
   if (w.source == PieceSource::kBalancedDense) {
-    const int32_t r = index / 2;
+    const int32_t per_range = dense_pieces_per_range(w, s);
+    const int32_t r = index / per_range;
     int64_t begin, end;
     dense_range(w, s, r, &begin, &end);
     const int64_t len = s.max_kv_seqlen;
-    const int32_t b = static_cast<int32_t>(begin / len) + index % 2;
+    const int32_t b = static_cast<int32_t>(begin / len) + index % per_range;
     const int64_t seq_start = b * len;
     *seq_kv_len = static_cast<int32_t>(len);
     *chunk = 0;
     piece->batch = b;
     piece->kv_begin = static_cast<int32_t>((begin > seq_start ? begin : seq_start) - seq_start);
     piece->kv_end = static_cast<int32_t>((end < seq_start + len ? end : seq_start + len) - seq_start);
-    piece->slot = b + r;
+    if (w.kv_chunk < len) {
+      piece->slot = b + r;
+    } else {
+      const int64_t cut = dense_cut(w, s, b);
+      piece->slot = cut == 0 ? -1 : static_cast<int32_t>(2 * (cut - 1) + (r == cut ? 1 : 0));
+    }
     return true;
   }
   if (w.source == PieceSource::kBalancedSingle) {
@@ -369,9 +391,14 @@ __device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLay
   if (w.source == PieceSource::kBalancedDense) {
     if (index >= s.batch) return 0;
     const int64_t len = s.max_kv_seqlen;
+    *batch = index;
+    if (w.kv_chunk >= len) {
+      const int64_t cut = dense_cut(w, s, index);
+      *first = static_cast<int32_t>(2 * (cut - 1));
+      return cut == 0 ? 0 : 2;
+    }
     const int64_t first_range = index * len / w.kv_chunk;
     const int64_t last_range = ((index + 1) * len - 1) / w.kv_chunk;
-    *batch = index;
     *first = index + static_cast<int32_t>(first_range);
     return static_cast<int32_t>(last_range - first_range + 1);
   }
