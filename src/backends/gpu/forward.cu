@@ -494,7 +494,10 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
                                            : launch_splitk_forward_bf16(params, bucket, grid, device, stream, msg);
   if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
 
-  return launch_split_combine(params, config.combine_items, stream, msg);
+  // (Programmatic dependent launch: CUDA compute capability 9.0 and newer;
+  // the HIP vendor layer launches plainly.)
+  const bool overlap = plan.device.compute_capability >= 90;
+  return launch_split_combine(params, config.combine_items, overlap, stream, msg);
 }
 
 namespace {

@@ -20,6 +20,8 @@ constexpr int kCombineWarps = 4;
 
 __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
     split_combine_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
+  // Launched overlapping the forward kernel, whose partials it reads.
+  gpu::wait_for_prior_grids();
   int32_t batch = 0;
   int32_t first_slot = 0;
   const int32_t slots = split_slots(p.work, p.seq, static_cast<int32_t>(blockIdx.x), &batch, &first_slot);
@@ -50,14 +52,17 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
 
 }  // namespace
 
-fmha_status launch_split_combine(const ForwardParams &params, int64_t items, Stream stream, fmha_msg msg) {
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, bool overlap, Stream stream,
+                                 fmha_msg msg) {
   if (items == 0) return FMHA_STATUS_SUCCESS;
   // Enough warps per item for the rows of a sequence (G * Hq * Mq), within
   // the grid's y limit; the kernel loops over the rest.
   const int64_t rows = static_cast<int64_t>(params.groups) * params.heads_q * params.seq.max_q_seqlen;
   const int64_t row_blocks = std::min<int64_t>((rows + kCombineWarps - 1) / kCombineWarps, 65535);
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(std::max<int64_t>(row_blocks, 1)));
-  split_combine_kernel<<<grid, kCombineWarps * gpu::kWarpSize, 0, stream>>>(params);
+  const Error err =
+      launch_overlapping(overlap, split_combine_kernel, grid, dim3(kCombineWarps * gpu::kWarpSize), 0, stream, params);
+  if (err != kSuccess) return status_from(err, "split_combine_kernel", msg);
   FMHA_GPU_CHECK_LAUNCH("split_combine_kernel", msg);
   return FMHA_STATUS_SUCCESS;
 }

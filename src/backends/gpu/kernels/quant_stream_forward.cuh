@@ -1034,6 +1034,7 @@ __global__ void __launch_bounds__((StreamTile<T, kHeadDimBucket, kFormat, kQuery
                                   (StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kMinBlocksPerSm))
     quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
+  allow_dependent_grids();             // as the tile kernel
   const GridCell cell = grid_cell(p);  // as the tile kernel's
   int32_t first_piece = 0;
   const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);

@@ -812,6 +812,9 @@ __global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantise
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
   extern __shared__ __align__(128) uint8_t smem[];
+  // The combine kernel may be scheduled into this grid's tail (it waits
+  // for the whole grid before it reads a partial).
+  allow_dependent_grids();
   const GridCell cell = grid_cell(p);
   int32_t first_piece = 0;
   const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);

@@ -101,6 +101,47 @@ constexpr int kWarpSize = 32;
 // plugin include this header for the runtime part alone.
 #if defined(__CUDACC__)
 
+// ------------------------------------------------------ dependent launch --
+
+// Launches `kernel` so that, with `overlap` (compute capability 9.0 and
+// newer: programmatic dependent launch), it may start while the kernel
+// before it in the stream finishes; it must call wait_for_prior_grids()
+// before it reads what that kernel wrote. CUDA graphs keep the overlap
+// (a programmatic edge). Without `overlap`, a plain launch.
+template <typename... Params, typename... Args>
+inline Error launch_overlapping(bool overlap, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                                Stream stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = overlap ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Waits until the kernels this one may overlap have finished and their
+// writes are visible (a no-op when it was launched plainly, or before
+// sm_90).
+__device__ __forceinline__ void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the next kernel of the stream, if launched overlapping, be
+// scheduled once every CTA of this one has said so (or exited): it then
+// takes SMs as they free up in this kernel's tail and waits there.
+__device__ __forceinline__ void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // ------------------------------------------------------------------ types --
 
 using half_t = __half;

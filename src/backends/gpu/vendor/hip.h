@@ -109,6 +109,19 @@ constexpr int kWarpSize = 64;
 // sources of a plugin include this header for the runtime part alone.
 #if defined(__HIPCC__) || defined(__HIP__)
 
+// ------------------------------------------------------ dependent launch --
+
+// HIP has no programmatic dependent launch: a plain launch, and the two
+// device calls are no-ops (see cuda.h).
+template <typename... Params, typename... Args>
+inline Error launch_overlapping(bool /*overlap*/, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                                Stream stream, Args... args) {
+  kernel<<<grid, block, smem_bytes, stream>>>(args...);
+  return hipGetLastError();
+}
+__device__ __forceinline__ void wait_for_prior_grids() {}
+__device__ __forceinline__ void allow_dependent_grids() {}
+
 // ------------------------------------------------------------------ types --
 
 using half_t = __half;
