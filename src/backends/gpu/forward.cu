@@ -13,7 +13,8 @@
 //     pass a range of equal key count (all its pieces); CTAs past the run's
 //     items exit;
 //  3. when some sequence is split: the combine kernel merges its partial
-//     slots into O / LSE and adds the sinks.
+//     slots into O / LSE and adds the sinks (on sm_90 launched to overlap
+//     the forward kernel's tail: programmatic dependent launch).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
