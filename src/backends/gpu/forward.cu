@@ -498,7 +498,7 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   // (Programmatic dependent launch: CUDA compute capability 9.0 and newer;
   // the HIP vendor layer launches plainly.)
   const bool overlap = plan.device.compute_capability >= 90;
-  return launch_split_combine(params, config.combine_items, overlap, stream, msg);
+  return launch_split_combine(params, config.combine_items, overlap, device, stream, msg);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // deterministic, no atomics. This file maps the grid onto the rows of the
 // CUDA forward path's parameters.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "backends/gpu/forward_kernels.cuh"
@@ -52,9 +53,21 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
 
 }  // namespace
 
-fmha_status launch_split_combine(const ForwardParams &params, int64_t items, bool overlap, Stream stream,
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, bool overlap, int device, Stream stream,
                                  fmha_msg msg) {
   if (items == 0) return FMHA_STATUS_SUCCESS;
+  if (overlap) {
+    // The overlap is safe only with the kernel's own wait, which code
+    // compiled for sm_90 or newer has (an sm_80 build that the driver
+    // compiles for Hopper does not): read once per device.
+    static std::atomic<int> ptx_versions[64] = {};  // 0: not read yet
+    int version = device >= 0 && device < 64 ? ptx_versions[device].load(std::memory_order_relaxed) : 0;
+    if (version == 0) {
+      FMHA_GPU_CHECK(kernel_ptx_version(split_combine_kernel, &version), msg);
+      if (device >= 0 && device < 64) ptx_versions[device].store(version, std::memory_order_relaxed);
+    }
+    overlap = version >= 90;
+  }
   // Enough warps per item for the rows of a sequence (G * Hq * Mq), within
   // the grid's y limit; the kernel loops over the rest.
   const int64_t rows = static_cast<int64_t>(params.groups) * params.heads_q * params.seq.max_q_seqlen;

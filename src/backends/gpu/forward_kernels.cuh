@@ -59,9 +59,11 @@ fmha_status launch_quant_stream_forward_bf16(const ForwardParams &params, int he
 
 // Merges the workspace partial slots of every split sequence into O / LSE
 // (adding the sinks); `items` is the number of combine items (sequences, or
-// pieces with PieceSource::kScheduled). With `overlap` it is launched to
-// overlap the forward kernel's tail (launch_overlapping in the vendor layer).
-fmha_status launch_split_combine(const ForwardParams &params, int64_t items, bool overlap, Stream stream, fmha_msg msg);
+// pieces with PieceSource::kScheduled). With `overlap` (the device can) it
+// is launched to overlap the forward kernel's tail (launch_overlapping in
+// the vendor layer) where the kernel was compiled for that.
+fmha_status launch_split_combine(const ForwardParams &params, int64_t items, bool overlap, int device, Stream stream,
+                                 fmha_msg msg);
 
 }  // namespace fmha::gpu
 

@@ -124,6 +124,17 @@ inline Error launch_overlapping(bool overlap, void (*kernel)(Params...), dim3 gr
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
+// The virtual architecture `kernel` runs as on the current device (PTX
+// version x 10: 90 for code compiled for sm_90; an sm_80 build that the
+// driver compiles for a Hopper GPU reports 80).
+template <typename... Params>
+inline Error kernel_ptx_version(void (*kernel)(Params...), int *version) {
+  cudaFuncAttributes attributes{};
+  const Error err = cudaFuncGetAttributes(&attributes, kernel);
+  *version = attributes.ptxVersion;
+  return err;
+}
+
 // Waits until the kernels this one may overlap have finished and their
 // writes are visible (a no-op when it was launched plainly, or before
 // sm_90).

@@ -119,6 +119,11 @@ inline Error launch_overlapping(bool /*overlap*/, void (*kernel)(Params...), dim
   kernel<<<grid, block, smem_bytes, stream>>>(args...);
   return hipGetLastError();
 }
+template <typename... Params>
+inline Error kernel_ptx_version(void (* /*kernel*/)(Params...), int *version) {
+  *version = 0;
+  return hipSuccess;
+}
 __device__ __forceinline__ void wait_for_prior_grids() {}
 __device__ __forceinline__ void allow_dependent_grids() {}
 
