@@ -85,6 +85,90 @@ std::vector<AttentionCase> mla_cases() {
   return cases;
 }
 
+// Features of the attention around MLA's shape, on both kernels of the
+// CUDA backend (the MLA kernel; the tile kernel for a bias and E4M3FNUZ):
+// soft-capping and sinks, local windows, partial outputs, NaN in the rows
+// that hold no key, dense and gappy layouts, long sequences (many tiles
+// through the ring), more splits than keys.
+std::vector<AttentionCase> mla_feature_cases() {
+  const auto mla = [](const char *name, Dtype dtype, int32_t heads_q, int32_t queries, bool fp8,
+                      std::vector<int32_t> kv_len) {
+    AttentionCase c;
+    c.name = std::string("mla_") + name;
+    c.dtype = dtype;
+    c.four_d = true;
+    c.heads_q = heads_q;
+    c.heads_kv = 1;
+    c.head_dim = 576;
+    c.v_from_k = true;
+    c.head_dim_v = 512;
+    c.q_len = {queries};
+    c.kv_len = std::move(kv_len);
+    c.kv_layout = FMHA_KV_PAGED;
+    c.page_size = 64;
+    if (fp8) {
+      c.kv_quant = FMHA_KV_QUANT_FP8;
+      c.fp8_format = FMHA_FP8_E4M3FN;
+      c.kv_scale_kind = FMHA_KV_SCALE_F32;
+      c.kv_scale_granularity = FMHA_SCALE_PER_TENSOR;
+    }
+    return c;
+  };
+  std::vector<AttentionCase> cases;
+  AttentionCase c = mla("softcap_sinks_bf16", Dtype::bf16, 16, 1, false, {37, 150});
+  c.softcap = 5.0f, c.q_amplitude = 3.0, c.sinks = true;
+  cases.push_back(c);
+  c = mla("softcap_sinks_fp8_s2", Dtype::bf16, 32, 2, true, {300, 5});
+  c.softcap = 5.0f, c.q_amplitude = 3.0, c.sinks = true, c.split_k = 2;
+  cases.push_back(c);
+  c = mla("local_f16q_fp8_ragged_s3", Dtype::f16, 16, 3, true, {200, 64});
+  c.mask = FMHA_MASK_LOCAL, c.window_left = 20, c.window_right = 1, c.split_k = 3;
+  c.kv_layout = FMHA_KV_RAGGED, c.page_size = 16;
+  cases.push_back(c);
+  c = mla("causal_local_bf16_s1", Dtype::bf16, 64, 4, false, {100, 33});
+  c.mask = FMHA_MASK_CAUSAL_LOCAL, c.window_left = 40, c.split_k = 1;
+  cases.push_back(c);
+  c = mla("bias_bf16_s2", Dtype::bf16, 32, 1, false, {90, 7});
+  c.bias = true, c.split_k = 2;
+  cases.push_back(c);
+  c = mla("bias_fp8_s0", Dtype::bf16, 16, 1, true, {130});
+  c.bias = true;
+  cases.push_back(c);
+  c = mla("fnuz_bf16q_s0", Dtype::bf16, 16, 2, true, {77, 1, 260});
+  c.fp8_format = FMHA_FP8_E4M3FNUZ;
+  cases.push_back(c);
+  c = mla("partials_bf16_s4", Dtype::bf16, 16, 2, false, {150, 40});
+  c.write_partials = true, c.split_k = 4, c.mask = FMHA_MASK_CAUSAL;
+  cases.push_back(c);
+  c = mla("partials_fp8_s3", Dtype::bf16, 16, 1, true, {150, 40});
+  c.write_partials = true, c.split_k = 3;
+  cases.push_back(c);
+  c = mla("nan_padding_fp8_ps1_s300", Dtype::bf16, 16, 1, true, {64, 1, 100});
+  c.nan_padding = true, c.page_size = 1, c.split_k = 300;
+  cases.push_back(c);
+  c = mla("nan_padding_bf16_ragged_s0", Dtype::bf16, 16, 1, false, {64, 1, 100});
+  c.nan_padding = true, c.kv_layout = FMHA_KV_RAGGED, c.page_size = 16;
+  cases.push_back(c);
+  c = mla("long_bf16_s0", Dtype::bf16, 16, 1, false, {1000, 2049, 3});
+  cases.push_back(c);
+  c = mla("long_fp8_s1", Dtype::bf16, 16, 1, true, {1500, 257});
+  c.split_k = 1;
+  cases.push_back(c);
+  c = mla("long_f16_fp8_causal_s0", Dtype::f16, 16, 4, true, {1111});
+  c.mask = FMHA_MASK_CAUSAL;
+  cases.push_back(c);
+  c = mla("dense_bf16_s1", Dtype::bf16, 16, 1, false, {96, 96});
+  c.kv_layout = FMHA_KV_DENSE, c.split_k = 1;
+  cases.push_back(c);
+  c = mla("gappy_fp8_s2", Dtype::bf16, 16, 2, true, {50, 120});
+  c.kv_layout = FMHA_KV_GAPPY, c.split_k = 2;
+  cases.push_back(c);
+  c = mla("padded_f16_s0", Dtype::f16, 128, 1, false, {70, 300});
+  c.kv_layout = FMHA_KV_PADDED;
+  cases.push_back(c);
+  return cases;
+}
+
 class Mla : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(Mla, MatchesOracle) {
@@ -93,6 +177,8 @@ TEST_P(Mla, MatchesOracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Features, Mla, ::testing::ValuesIn(mla_cases()),
+                         [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(MlaFeatures, Mla, ::testing::ValuesIn(mla_feature_cases()),
                          [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
 
 }  // namespace

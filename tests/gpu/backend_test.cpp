@@ -87,6 +87,44 @@ TEST(CudaBackend, RefusesInt4MlaLatents) {
   EXPECT_NE(message.find("not int4"), std::string::npos) << message;
 }
 
+// MLA decode runs in its own kernel (kernel name "_mla32") for bf16 / f16
+// latents and E4M3FN ones with one float scale; what that kernel does not
+// handle (a bias, E4M3FNUZ codes, fp8 Q) runs in the tile kernel. The
+// features suite (test_mla.cpp) checks both against the oracle.
+TEST(CudaBackend, MlaKernelChoice) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  const auto kernel_name = [](const fmha_splitk_problem &problem) {
+    fmha_splitk_plan_t raw = nullptr;
+    fmha_check(fmha_splitk_create_plan(&problem, &raw), "fmha_splitk_create_plan");
+    const PlanPtr plan(raw, &fmha_splitk_destroy_plan);
+    fmha_splitk_plan_info info = FMHA_SPLITK_PLAN_INFO_INIT;
+    fmha_check(fmha_splitk_get_plan_info(plan.get(), &info), "fmha_splitk_get_plan_info");
+    return std::string(info.kernel_name);
+  };
+  fmha_splitk_problem p = small_problem();
+  p.backend = FMHA_BACKEND_CUDA;
+  p.heads_q = 16;
+  p.heads_kv = 1;
+  p.head_dim_qk = 576;
+  p.head_dim_v = 512;
+  p.flags = FMHA_FLAG_V_FROM_K;
+  EXPECT_NE(kernel_name(p).find("_mla32_s2"), std::string::npos) << kernel_name(p);
+  p.q_dtype = FMHA_DTYPE_F16;
+  EXPECT_NE(kernel_name(p).find("_mla32_s2"), std::string::npos) << kernel_name(p);
+  p.kv_quant = FMHA_KV_QUANT_FP8;
+  p.fp8_format = FMHA_FP8_E4M3FN;
+  p.kv_scale_kind = FMHA_KV_SCALE_F32;
+  p.kv_scale_granularity = FMHA_SCALE_PER_TENSOR;
+  EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
+  p.q_dtype = FMHA_DTYPE_BF16;
+  EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
+  p.fp8_format = FMHA_FP8_E4M3FNUZ;
+  EXPECT_EQ(kernel_name(p).find("_mla"), std::string::npos) << kernel_name(p);
+  p.fp8_format = FMHA_FP8_E4M3FN;
+  p.has_bias = 1;
+  EXPECT_EQ(kernel_name(p).find("_mla"), std::string::npos) << kernel_name(p);
+}
+
 TEST(CudaBackend, CallerStateIsLeftAlone) {
   FMHA_SKIP_WITHOUT_CUDA();
   int before = -1;

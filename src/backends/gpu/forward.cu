@@ -24,6 +24,9 @@
 
 #include "backends/gpu/forward.h"
 #include "backends/gpu/forward_kernels.cuh"
+#if FMHA_GPU_HAS_MLA_KERNEL
+#include "backends/gpu/kernels/mla_forward.cuh"
+#endif
 #include "backends/gpu/kernels/splitk_forward.cuh"
 #if FMHA_GPU_HAS_QUANT_STREAM
 #include "backends/gpu/forward_quant_stream.cuh"
@@ -49,6 +52,7 @@ struct ForwardPlan {
   int32_t kv_chunk;        // kUniform / kFixedChunk
   int32_t combine;         // nonzero: some sequence may be split (combine pass)
   int32_t streaming;       // nonzero: the streaming quantised kernel (else the tile kernel)
+  int32_t mla_kernel;      // nonzero: the MLA decode kernel (fp8: where the rows allow 16-byte copies)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -195,6 +199,21 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     tile = ForwardTileInfo{32, 2,
                            quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind)};
 #endif
+  // MLA decode has its own kernel where the vendor has one, for what the
+  // issue's MLA asks: latents in Q's dtype (f16 / bf16), or E4M3FN ones
+  // with one float scale beside f16 / bf16 Q; no bias. The rest (fp8 Q,
+  // fp8 PV, E4M3FNUZ, per-row or fp16 scales, a bias) runs in the tile
+  // kernel.
+  const bool fp8_latents = problem.kv_quant == FMHA_KV_QUANT_FP8;
+  const bool mla_kernel =
+      FMHA_GPU_HAS_MLA_KERNEL && mla && !problem.has_bias &&
+      (problem.q_dtype == FMHA_DTYPE_F16 || problem.q_dtype == FMHA_DTYPE_BF16) &&
+      (!quantised || (fp8_latents && problem.fp8_format == FMHA_FP8_E4M3FN &&
+                      problem.kv_scale_kind == FMHA_KV_SCALE_F32 &&
+                      problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR && !(problem.flags & FMHA_FLAG_FP8_PV)));
+#if FMHA_GPU_HAS_MLA_KERNEL
+  if (mla_kernel) tile = ForwardTileInfo{32, fp8_latents ? 4 : 2, mla_smem_bytes(problem.q_dtype, fp8_latents)};
+#endif
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg,
               "the " FMHA_GPU_BACKEND_NAME
@@ -222,6 +241,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   ForwardPlan config{};
   config.head_dim_bucket = bucket;
   config.streaming = streaming;
+  config.mla_kernel = mla_kernel;
   config.num_row_tiles = static_cast<int32_t>(row_tiles);
   config.work_items = max_pieces;
   config.combine_items = problem.batch;
@@ -293,7 +313,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   std::memcpy(plan->backend_private, &config, sizeof(config));
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d/%s%s",
                 dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
-                problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket, streaming ? "stream" : "n", tile.block_n,
+                problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket,
+                streaming  ? "stream"
+                : mla_kernel ? "mla"
+                             : "n",
+                tile.block_n,
                 tile.stages, schedule_name, config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
@@ -479,8 +503,17 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const int device = plan.device.device_id;
   const int bucket = config.head_dim_bucket;
   fmha_status st;
+#if FMHA_GPU_HAS_MLA_KERNEL
+  // (fp8 latents whose rows are only 4-byte aligned: the tile kernel's
+  // 4-byte copies.)
+  if (config.mla_kernel && (!quantised || params.kv_copy16))
+    st = problem.q_dtype == FMHA_DTYPE_BF16
+             ? launch_mla_forward_bf16(params, quantised, grid, device, stream, msg)
+             : launch_mla_forward_f16(params, quantised, grid, device, stream, msg);
+  else
+#endif
 #if FMHA_GPU_HAS_QUANT_STREAM
-  if (config.streaming)
+      if (config.streaming)
     st = problem.q_dtype == FMHA_DTYPE_BF16
              ? launch_quant_stream_forward_bf16(params, bucket, grid, device, stream, msg)
              : launch_quant_stream_forward_f16(params, bucket, grid, device, stream, msg);
@@ -543,6 +576,14 @@ int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_qua
                                  : by_format(std::integral_constant<int, 128>{});
   };
   return q_dtype == FMHA_DTYPE_BF16 ? bytes(bf16_t{}) : bytes(half_t{});
+}
+#endif
+
+#if FMHA_GPU_HAS_MLA_KERNEL
+int mla_smem_bytes(int32_t q_dtype, bool fp8) {
+  if (q_dtype == FMHA_DTYPE_BF16)
+    return fp8 ? kernels::MlaTile<bf16_t, true>::kSmemBytes : kernels::MlaTile<bf16_t, false>::kSmemBytes;
+  return fp8 ? kernels::MlaTile<half_t, true>::kSmemBytes : kernels::MlaTile<half_t, false>::kSmemBytes;
 }
 #endif
 

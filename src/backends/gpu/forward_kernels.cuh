@@ -57,6 +57,17 @@ fmha_status launch_quant_stream_forward_bf16(const ForwardParams &params, int he
                                              Stream stream, fmha_msg msg);
 #endif
 
+#if FMHA_GPU_HAS_MLA_KERNEL
+// The MLA decode kernel (kernels/mla_forward.cuh) for f16 / bf16 Q, over
+// latents in Q's dtype or (fp8) E4M3FN codes with one float scale; its
+// dynamic shared memory.
+int mla_smem_bytes(int32_t q_dtype, bool fp8);
+fmha_status launch_mla_forward_f16(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream,
+                                   fmha_msg msg);
+fmha_status launch_mla_forward_bf16(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream,
+                                    fmha_msg msg);
+#endif
+
 // Merges the workspace partial slots of every split sequence into O / LSE
 // (adding the sinks); `items` is the number of combine items (sequences, or
 // pieces with PieceSource::kScheduled). With `overlap` (the device can) it

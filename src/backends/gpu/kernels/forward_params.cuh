@@ -198,6 +198,26 @@ __device__ __forceinline__ int64_t sequence_key_origin(const SeqLayout &s, int32
   }
 }
 
+// Where key `key` of sequence b (whose sequence_key_origin() is `origin`)
+// sits in a [B or pages, rows] K/V view: *outer is its batch index, page, or
+// 0 (GAPPY), *inner its row there. Paged and ragged: one table lookup.
+__device__ __forceinline__ void key_row_location(const SeqLayout &s, int64_t b, int64_t origin, int32_t key,
+                                                 int64_t *outer, int64_t *inner) {
+  const int32_t page_mask = (1 << s.page_size_log2) - 1;
+  if (s.kv_layout == FMHA_KV_PAGED) {
+    const int64_t position = origin + key;
+    *outer = __ldg(s.block_table + b * s.block_table_stride[0] +
+                   (position >> s.page_size_log2) * s.block_table_stride[1]);
+    *inner = position & page_mask;
+  } else if (s.kv_layout == FMHA_KV_RAGGED) {
+    *outer = __ldg(s.kv_indices + (origin + (key >> s.page_size_log2)) * s.kv_indices_stride);
+    *inner = key & page_mask;
+  } else {
+    *outer = s.kv_layout == FMHA_KV_GAPPY ? 0 : b;
+    *inner = origin + key;
+  }
+}
+
 __device__ __forceinline__ int32_t kv_length(const SeqLayout &s, int32_t b) {
   if (sequence_bad(s, b)) return 0;
   int64_t len;

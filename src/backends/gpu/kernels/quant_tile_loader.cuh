@@ -172,7 +172,6 @@ class QuantKvTileLoader {
       }
     }
     seq_offset_ = sequence_key_origin(seq_, batch);
-    outer_ = seq_.kv_layout == FMHA_KV_GAPPY ? 0 : batch;
   }
 
   // Zeroes the operand tiles once: chunks past the head dims are never
@@ -289,20 +288,9 @@ class QuantKvTileLoader {
 
   // Key `key` sits at [outer, inner] of the [B or pages, rows] view.
   __device__ __forceinline__ void locate(int32_t key, int64_t *outer, int64_t *inner) const {
-    const int32_t page_mask = (1 << seq_.page_size_log2) - 1;
-    if (seq_.kv_layout == FMHA_KV_PAGED) {
-      const int64_t position = seq_offset_ + key;
-      *outer = __ldg(seq_.block_table + batch_ * seq_.block_table_stride[0] +
-                     (position >> seq_.page_size_log2) * seq_.block_table_stride[1]);
-      *inner = position & page_mask;
-    } else if (seq_.kv_layout == FMHA_KV_RAGGED) {
-      *outer = __ldg(seq_.kv_indices + (seq_offset_ + (key >> seq_.page_size_log2)) * seq_.kv_indices_stride);
-      *inner = key & page_mask;
-    } else {
-      *outer = outer_;
-      *inner = seq_offset_ + key;
-    }
+    key_row_location(seq_, batch_, seq_offset_, key, outer, inner);
   }
+
 
   const SeqLayout &seq_;
   const int64_t batch_;
@@ -326,7 +314,6 @@ class QuantKvTileLoader {
   uint32_t k_fixed_ = 0;  // per-head / per-tensor scale word
   uint32_t v_fixed_ = 0;
   int64_t seq_offset_ = 0;
-  int64_t outer_ = 0;
 };
 
 }  // namespace fmha::gpu::kernels

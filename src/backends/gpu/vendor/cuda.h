@@ -20,6 +20,8 @@ constexpr const char kVendorName[] = "cuda";
 // the streaming quantised forward kernel (kernels/quant_stream_forward.cuh) is written
 // against mma.m16n8k16 fragments.
 #define FMHA_GPU_HAS_QUANT_STREAM 1
+// The MLA decode kernel (kernels/mla_forward.cuh), likewise.
+#define FMHA_GPU_HAS_MLA_KERNEL 1
 
 // ---------------------------------------------------------------- runtime --
 

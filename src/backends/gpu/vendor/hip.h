@@ -29,6 +29,8 @@ constexpr const char kVendorName[] = "hip";
 // no streaming quantised forward kernel: it is written against NVIDIA's
 // mma.m16n8k16 fragments; int4 / fp8 K/V run in the tile kernel.
 #define FMHA_GPU_HAS_QUANT_STREAM 0
+// Nor the MLA decode kernel (same reason): MLA runs in the tile kernel.
+#define FMHA_GPU_HAS_MLA_KERNEL 0
 
 // ---------------------------------------------------------------- runtime --
 

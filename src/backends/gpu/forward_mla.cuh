@@ -1,0 +1,36 @@
+// The MLA decode kernel's launcher template, instantiated per Q dtype
+// (forward_mla_{f16,bf16}.cu) for latents in Q's dtype and fp8 ones.
+#ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_MLA_CUH_
+#define FMHA_SPLITK_BACKENDS_GPU_FORWARD_MLA_CUH_
+
+#include <atomic>
+#include <cstdint>
+
+#include "backends/gpu/forward_kernels.cuh"
+#include "backends/gpu/forward_launch.cuh"
+#include "backends/gpu/kernels/mla_forward.cuh"
+#include "backends/gpu/status.h"
+
+namespace fmha::gpu {
+
+template <typename T, bool kFp8>
+fmha_status launch_mla_latents(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  using Tile = kernels::MlaTile<T, kFp8>;
+  const auto kernel = kernels::mla_forward_kernel<T, kFp8>;
+  static std::atomic<uint64_t> configured{0};
+  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
+  FMHA_GPU_CHECK_LAUNCH("mla_forward_kernel", msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
+template <typename T>
+fmha_status launch_mla(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  return fp8 ? launch_mla_latents<T, true>(params, grid, device, stream, msg)
+             : launch_mla_latents<T, false>(params, grid, device, stream, msg);
+}
+
+}  // namespace fmha::gpu
+
+#endif  // FMHA_SPLITK_BACKENDS_GPU_FORWARD_MLA_CUH_
