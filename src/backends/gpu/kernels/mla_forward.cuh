@@ -79,11 +79,9 @@ struct MlaTile {
   static constexpr int kExchangeBytes = kWarps * kScoreTiles * kWarpSize * 16;
   static constexpr int kQTopOffset = kExchangeOffset + kExchangeBytes;
   static constexpr int kSmemBytes = kQTopOffset + kWarps * kRows * static_cast<int>(sizeof(float));
-  static constexpr int kLoadPasses = kBlockN * kChunksPerRow / kThreads;
 
   static_assert(kKSteps * 16 * kWarps == kDimsQk, "S dims split evenly over the warps");
-  static_assert(kBlockN == kWarpSize, "one lane locates each row of a tile");
-  static_assert(kLoadPasses * kThreads == kBlockN * kChunksPerRow, "whole copy passes");
+  static_assert(kBlockN == 8 * kWarps, "8 rows of a tile per warp: lanes 0-7 locate them");
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a latent tile. bf16
@@ -106,17 +104,26 @@ __device__ __forceinline__ uint32_t e4m3x2_to_half2(uint32_t codes) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// Streams the latent rows of one sequence into the tile ring: lane l of
-// every warp locates row l of a tile (one block-table lookup, made by the
-// previous load() so that its latency passes during a tile's math), and
-// the tile's 16-byte chunks are dealt out flat over the CTA, each thread
-// taking its row's position from the lane that located it.
+// Streams the latent rows of one sequence into the tile ring. Warp w
+// copies rows [8 w, 8 w + 8) of a tile, lane l chunks l, l + 32, ... of
+// each (the swizzle only permutes a chunk's low bits, so a lane's chunks
+// of a row stay 512 bytes apart); lane l % 8 locates row 8 w + l % 8 (one
+// block-table lookup, made by the previous load() so that its latency
+// passes during a tile's math) and the warp takes each row's position from
+// it. About 10 instructions per row and thread.
 template <typename Tile>
 class MlaLatentLoader {
  public:
+  static constexpr int kRowsPerWarp = Tile::kBlockN / Tile::kWarps;
+  static constexpr int kChunkPasses = (Tile::kChunksPerRow + kWarpSize - 1) / kWarpSize;
+
   __device__ MlaLatentLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int32_t kv_end,
                              int tid)
-      : seq_(p.seq), batch_(batch), kv_end_(kv_end), tid_(tid), lane_(tid % kWarpSize) {
+      : seq_(p.seq),
+        batch_(batch),
+        kv_end_(kv_end),
+        lane_(tid % kWarpSize),
+        first_row_((tid / kWarpSize) * kRowsPerWarp) {
     // Strides count elements: 2 bytes (bf16 / f16), 1 (fp8).
     constexpr int64_t kUnit = Tile::kRowBytes / Tile::kDimsQk;
     stride0_ = p.k_stride[0] * kUnit;
@@ -128,19 +135,22 @@ class MlaLatentLoader {
   // Issues the copies of keys [tile_start, tile_start + kBlockN) into the
   // tile at shared address `tile`; keys at or past kv_end are zero-filled.
   __device__ void load(SmemAddr tile, int32_t tile_start) const {
-    const int64_t mine = tile_start == ahead_start_ ? ahead_ : row_offset(tile_start + lane_);
-#pragma unroll 3
-    for (int pass = 0; pass < Tile::kLoadPasses; ++pass) {
-      const int i = tid_ + pass * Tile::kThreads;
-      const int row = i / Tile::kChunksPerRow;
-      const int chunk = i % Tile::kChunksPerRow;
-      const int64_t offset = __shfl_sync(0xffffffffu, mine, row);
+    const int32_t my_row = first_row_ + lane_ % kRowsPerWarp;
+    const int64_t mine = tile_start == ahead_start_ ? ahead_ : row_offset(tile_start + my_row);
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int row = first_row_ + i;
+      const int64_t offset = __shfl_sync(0xffffffffu, mine, i);
       const bool valid = offset >= 0;
-      copy_async_16(tile + latent_chunk<Tile::kRowBytes == 576>(row, chunk),
-                    head_ + (valid ? offset + 16 * chunk : 0), valid);
+      const uint8_t *const src = head_ + (valid ? offset + 16 * lane_ : 0);
+      const SmemAddr dst = tile + latent_chunk<Tile::kFp8Latents>(row, lane_);
+#pragma unroll
+      for (int j = 0; j < kChunkPasses; ++j)
+        if (lane_ + kWarpSize * j < Tile::kChunksPerRow)
+          copy_async_16(dst + 16 * kWarpSize * j, src + (valid ? 16 * kWarpSize * j : 0), valid);
     }
     ahead_start_ = tile_start + Tile::kBlockN;
-    ahead_ = row_offset(ahead_start_ + lane_);
+    ahead_ = row_offset(ahead_start_ + my_row);
   }
 
  private:
@@ -155,8 +165,8 @@ class MlaLatentLoader {
   const SeqLayout &seq_;
   const int64_t batch_;
   const int32_t kv_end_;
-  const int tid_;
   const int lane_;
+  const int first_row_;
   const uint8_t *head_;
   int64_t stride0_, stride1_;
   int64_t origin_;
@@ -226,6 +236,18 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       vis_hi[r] = 0;
     }
   }
+  // The keys every real row of the tile sees (the same in every warp):
+  // tiles inside need no mask.
+  int32_t all_lo = INT32_MIN;
+  int32_t all_hi = INT32_MAX;
+#pragma unroll
+  for (int r = 0; r < kR; ++r)
+    if (row_real[r]) {
+      all_lo = max(all_lo, vis_lo[r]);
+      all_hi = min(all_hi, vis_hi[r]);
+    }
+  all_lo = __reduce_max_sync(0xffffffffu, all_lo);
+  all_hi = __reduce_min_sync(0xffffffffu, all_hi);
   float row_scale[kR];
   float kv_scale = 1.f;
   if constexpr (kFp8) kv_scale = __ldg(static_cast<const float *>(p.k_scale));
@@ -338,11 +360,6 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
     for (int tile = 0; tile < num_tiles; ++tile) {
       copy_wait<kStages - 2>();
       __syncthreads();  // tile `tile` visible to all; the stage of tile - 1 free
-      {
-        const int next = tile + kStages - 1;
-        if (next < num_tiles) loader.load(tiles + (next % kStages) * Tile::kTileBytes, kv_lo + next * kBlockN);
-        copy_commit();
-      }
       const SmemAddr stage = tiles + (tile % kStages) * Tile::kTileBytes;
       const int32_t tile_start = kv_lo + tile * kBlockN;
 
@@ -370,6 +387,12 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
             mma_16x8x16<Mma>(s[nt], q_frag[ks], e4m3x2_to_half2(b[nt]), e4m3x2_to_half2(b[nt] >> 16));
         }
       }
+      {
+        // The next copies are issued while the MMAs above complete.
+        const int next = tile + kStages - 1;
+        if (next < num_tiles) loader.load(tiles + (next % kStages) * Tile::kTileBytes, kv_lo + next * kBlockN);
+        copy_commit();
+      }
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt)
         exchange[(warp * kNS + nt) * kWarpSize + lane] = make_float4(s[nt][0], s[nt][1], s[nt][2], s[nt][3]);
@@ -395,32 +418,46 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       float tile_max[kR];
 #pragma unroll
       for (int r = 0; r < kR; ++r) tile_max[r] = -INFINITY;
+      if (!p.has_softcap && tile_start >= all_lo && tile_start + kBlockN - 1 <= all_hi) {
+        // Every real row sees every key of the tile (the common case).
 #pragma unroll
-      for (int nt = 0; nt < kNS; ++nt)
+        for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
-        for (int r = 0; r < kR; ++r)
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int e = 2 * r + j;
-            const int32_t key = tile_start + nt * 8 + Layout::col(lane, j);
-            const float x =
-                p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
-            s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
-            tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+          for (int e = 0; e < 4; ++e) {
+            s[nt][e] *= row_scale[e / 2];
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nt][e]);
           }
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+          for (int r = 0; r < kR; ++r)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const int e = 2 * r + j;
+              const int32_t key = tile_start + nt * 8 + Layout::col(lane, j);
+              const float x =
+                  p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
+              s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
+              tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+            }
+      }
       float reference[kR];
+      float rescale[kR];
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
         const float m = fmaxf(Layout::row_max(tile_max[r]), row_max[r]);
         reference[r] = m == -INFINITY ? 0.f : m;
-        const float rescale = fast_exp2(row_max[r] - reference[r]);
+        rescale[r] = fast_exp2(row_max[r] - reference[r]);
         row_max[r] = m;
-        row_sum[r] *= rescale;
+        row_sum[r] *= rescale[r];
+      }
+      // Once the maxima settle, most tiles change none of the warp's rows.
+      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {
 #pragma unroll
-        for (int nt = 0; nt < kNO; ++nt) {
-          acc[nt][2 * r] *= rescale;
-          acc[nt][2 * r + 1] *= rescale;
-        }
+        for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
       }
       // P as A fragments: k-step kk (keys 16 kk ..) is S n-tiles 2 kk, 2 kk + 1.
       uint32_t p_hi[kBlockN / 16][4];
