@@ -3,9 +3,11 @@
 through the Python binding on the CUDA backend, for the CUDA quantisation
 and MLA issue's grid: Hq 16, page size 64, B in {64, 128, 256}, L in {1024,
 4096, 8192}, and B=128 with lengths uniform in 1..8192 beside the uniform
-batch of the same total keys. With --fp8 the latents are fp8 E4M3FN codes
-(one per-tensor float32 kv scale, a device scalar) and Q stays bf16: the
-issue's MLA fp8 rows, timed beside the bf16 ones of the same run.
+batch of the same total keys. With --fp8, two fp8 rows beside each bf16 one
+of the same run: `_fp8` (kind mla_fp8), the issue's MLA fp8: Q and latents
+E4M3FN codes with per-tensor float32 scales (device scalars), QK^T and PV on
+fp8 tensor cores (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV); and `_fp8kv` (kind
+mla_fp8kv): fp8 latents beside bf16 Q, 16-bit compute.
 
 Timing as bench/peers.py: several input sets (together > 8x the 60 MB L2)
 captured into one CUDA graph, one run per set, median per call over >= 50
@@ -35,7 +37,7 @@ def lcg_lengths(batch, max_len, seed=12345):
     return out
 
 
-def make_set(lens, gen, fp8=False):
+def make_set(lens, gen, fp8=False, fp8_q=False):
     batch = len(lens)
     pages_per_seq = -(-max(lens) // PAGE)
     num_pages = sum(-(-n // PAGE) for n in lens)
@@ -54,8 +56,13 @@ def make_set(lens, gen, fp8=False):
         table[b, :p] = perm[at:at + p]
         at += p
     q = torch.randn(batch, 1, HQ, DQK, generator=gen, device="cuda").to(torch.bfloat16)
+    q_scale = None
+    if fp8_q:
+        q_scale = (q.float().abs().amax() / 448.0).reshape(1)
+        q = (q.float() / q_scale).to(torch.float8_e4m3fn)
     o = torch.empty(batch, 1, HQ, DV, dtype=torch.bfloat16, device="cuda")
-    return dict(q=q, k=cache, scale=scale, table=table, o=o, num_pages=num_pages, pages_per_seq=pages_per_seq)
+    return dict(q=q, q_scale=q_scale, k=cache, scale=scale, table=table, o=o, num_pages=num_pages,
+                pages_per_seq=pages_per_seq)
 
 
 def reference(s, lens, b):
@@ -64,18 +71,22 @@ def reference(s, lens, b):
     lat = s["k"][rows, 0]
     lat = lat.view(torch.float8_e4m3fn).float() * s["scale"] if s["scale"] is not None else lat.float()  # [n, 576]
     q = s["q"][b, 0].float()                             # [16, 576]
+    if s["q_scale"] is not None:
+        q = q * s["q_scale"]
     p = torch.softmax(q @ lat.T * DQK ** -0.5, dim=-1)
     return p @ lat[:, :DV]
 
 
-def run_problem(name, lens, replays, gen, fp8=False):
+def run_problem(name, lens, replays, gen, fp8=False, fp8_q=False):
     seq_bytes = sum(lens) * DQK * (1 if fp8 else 2)
     sets = max(2, min(32, -(-8 * L2_BYTES // seq_bytes)))
-    data = [make_set(lens, gen, fp8) for _ in range(sets)]
+    data = [make_set(lens, gen, fp8, fp8_q) for _ in range(sets)]
+    fp8_compute = dict(q_dtype="fp8", flags=["v_from_k", "fp8_qk", "fp8_pv"], q_scale_granularity="per_tensor")
     kv_len = torch.tensor(lens, dtype=torch.int32, device="cuda")
     s0 = data[0]
     plan = fmha_splitk.Plan(backend="cuda", batch=len(lens), max_q_seqlen=1, max_kv_seqlen=max(lens), heads_q=HQ,
-                            heads_kv=1, head_dim_qk=DQK, head_dim_v=DV, q_dtype="bf16", flags=["v_from_k"],
+                            heads_kv=1, head_dim_qk=DQK, head_dim_v=DV,
+                            **(fp8_compute if fp8_q else dict(q_dtype="bf16", flags=["v_from_k"])),
                             kv_layout=fmha_splitk.KvLayout.PAGED, page_size=PAGE,
                             num_pages=max(d["num_pages"] for d in data),
                             max_pages_per_seq=max(d["pages_per_seq"] for d in data), kv_seqlen_hint=lens,
@@ -89,7 +100,7 @@ def run_problem(name, lens, replays, gen, fp8=False):
             d["k"] = torch.cat([d["k"], torch.zeros((pages - d["num_pages"]) * PAGE, 1, DQK, dtype=d["k"].dtype,
                                                     device="cuda")])
     call = lambda d: plan.run(q=d["q"], k=d["k"], o=d["o"], kv_seqlen=kv_len, block_table=d["table"],
-                              k_scale=d["scale"], stream=stream.cuda_stream)
+                              k_scale=d["scale"], q_scale=d["q_scale"], stream=stream.cuda_stream)
     with torch.cuda.stream(stream):
         for d in data:
             call(d)
@@ -113,8 +124,9 @@ def run_problem(name, lens, replays, gen, fp8=False):
             times.append(start.elapsed_time(end) * 1000.0 / sets)
     info = plan.info
     plan.close() if hasattr(plan, "close") else None
-    kind = ("mla" if len(set(lens)) == 1 else "mla_varlen") if not fp8 else "mla_fp8"
-    return dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16", reference=name[:-4] if fp8 else None,
+    kind = ("mla" if len(set(lens)) == 1 else "mla_varlen") if not fp8 else "mla_fp8" if fp8_q else "mla_fp8kv"
+    return dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16",
+                reference=name[:name.rindex("_fp8")] if fp8 else None,
                 kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
                 kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
 
@@ -132,13 +144,15 @@ def main():
     varlen = lcg_lengths(128, 8192)
     mean = sum(varlen) // len(varlen)
     problems += [("mla_varlen_b128_l8192", varlen), ("mla_uniform_b128_equal", [mean] * 127 + [sum(varlen) - 127 * mean])]
-    runs = [(name, lens, False) for name, lens in problems]
+    runs = [(name, lens, False, False) for name, lens in problems]
     if args.fp8:
-        runs += [(name + "_fp8", lens, True) for name, lens in problems if "varlen" not in name and "equal" not in name]
+        uniform = [(name, lens) for name, lens in problems if "varlen" not in name and "equal" not in name]
+        runs += [(name + "_fp8", lens, True, True) for name, lens in uniform]
+        runs += [(name + "_fp8kv", lens, True, False) for name, lens in uniform]
     results = []
-    for name, lens, fp8 in runs:
+    for name, lens, fp8, fp8_q in runs:
         try:
-            r = run_problem(name, lens, args.replays, gen, fp8)
+            r = run_problem(name, lens, args.replays, gen, fp8, fp8_q)
         except Exception as e:  # report and go on
             print(f"{name:26s} FAILED: {e}", flush=True)
             continue

@@ -118,6 +118,18 @@ TEST(CudaBackend, MlaKernelChoice) {
   EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
   p.q_dtype = FMHA_DTYPE_BF16;
   EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
+  // fp8 compute on fp8 tensor cores (sm_89+; the tile kernel before).
+  cudaDeviceProp props{};
+  cuda_check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
+  const bool fp8_cores = props.major * 10 + props.minor >= 89;
+  p.flags = FMHA_FLAG_V_FROM_K | FMHA_FLAG_FP8_PV;
+  EXPECT_EQ(kernel_name(p).find("_mla") != std::string::npos, fp8_cores) << kernel_name(p);
+  p.flags = FMHA_FLAG_V_FROM_K | FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV;
+  p.q_dtype = FMHA_DTYPE_FP8;
+  p.q_scale_granularity = FMHA_SCALE_PER_TENSOR;
+  EXPECT_EQ(kernel_name(p).find("_mla") != std::string::npos, fp8_cores) << kernel_name(p);
+  p.flags = FMHA_FLAG_V_FROM_K;
+  p.q_dtype = FMHA_DTYPE_BF16;
   p.fp8_format = FMHA_FP8_E4M3FNUZ;
   EXPECT_EQ(kernel_name(p).find("_mla"), std::string::npos) << kernel_name(p);
   p.fp8_format = FMHA_FP8_E4M3FN;

@@ -201,16 +201,18 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
 #endif
   // MLA decode has its own kernel where the vendor has one, for what the
   // issue's MLA asks: latents in Q's dtype (f16 / bf16), or E4M3FN ones
-  // with one float scale beside f16 / bf16 Q; no bias. The rest (fp8 Q,
-  // fp8 PV, E4M3FNUZ, per-row or fp16 scales, a bias) runs in the tile
-  // kernel.
+  // with one float scale beside f16 / bf16 Q or fp8 Q (FP8_QK), P in fp8
+  // or not (FP8_PV); no bias. fp8 compute needs fp8 tensor cores (sm_89+).
+  // The rest (E4M3FNUZ, per-row or fp16x2 K scales, a bias; fp8 compute
+  // on older GPUs) runs in the tile kernel.
   const bool fp8_latents = problem.kv_quant == FMHA_KV_QUANT_FP8;
+  const bool fp8_compute = problem.q_dtype == FMHA_DTYPE_FP8 || (problem.flags & FMHA_FLAG_FP8_PV);
   const bool mla_kernel =
       FMHA_GPU_HAS_MLA_KERNEL && mla && !problem.has_bias &&
-      (problem.q_dtype == FMHA_DTYPE_F16 || problem.q_dtype == FMHA_DTYPE_BF16) &&
+      (!fp8_compute || plan->device.compute_capability >= 89) &&
       (!quantised || (fp8_latents && problem.fp8_format == FMHA_FP8_E4M3FN &&
                       problem.kv_scale_kind == FMHA_KV_SCALE_F32 &&
-                      problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR && !(problem.flags & FMHA_FLAG_FP8_PV)));
+                      problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR));
 #if FMHA_GPU_HAS_MLA_KERNEL
   if (mla_kernel) tile = ForwardTileInfo{32, fp8_latents ? 4 : 2, mla_smem_bytes(problem.q_dtype, fp8_latents)};
 #endif
@@ -508,8 +510,8 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   // 4-byte copies.)
   if (config.mla_kernel && (!quantised || params.kv_copy16))
     st = problem.q_dtype == FMHA_DTYPE_BF16
-             ? launch_mla_forward_bf16(params, quantised, grid, device, stream, msg)
-             : launch_mla_forward_f16(params, quantised, grid, device, stream, msg);
+             ? launch_mla_forward_bf16(params, grid, device, stream, msg)
+             : launch_mla_forward_f16(params, grid, device, stream, msg);
   else
 #endif
 #if FMHA_GPU_HAS_QUANT_STREAM

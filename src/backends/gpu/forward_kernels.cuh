@@ -58,14 +58,12 @@ fmha_status launch_quant_stream_forward_bf16(const ForwardParams &params, int he
 #endif
 
 #if FMHA_GPU_HAS_MLA_KERNEL
-// The MLA decode kernel (kernels/mla_forward.cuh) for f16 / bf16 Q, over
-// latents in Q's dtype or (fp8) E4M3FN codes with one float scale; its
-// dynamic shared memory.
+// The MLA decode kernel (kernels/mla_forward.cuh) for f16 / bf16 Q (_f16
+// also fp8 Q), over latents in Q's dtype or E4M3FN codes with one float
+// scale; its dynamic shared memory.
 int mla_smem_bytes(int32_t q_dtype, bool fp8);
-fmha_status launch_mla_forward_f16(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream,
-                                   fmha_msg msg);
-fmha_status launch_mla_forward_bf16(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream,
-                                    fmha_msg msg);
+fmha_status launch_mla_forward_f16(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg);
+fmha_status launch_mla_forward_bf16(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg);
 #endif
 
 // Merges the workspace partial slots of every split sequence into O / LSE

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/gpu/forward_kernels.cuh"
 #include "backends/gpu/forward_launch.cuh"
@@ -13,10 +14,10 @@
 
 namespace fmha::gpu {
 
-template <typename T, bool kFp8>
+template <typename T, bool kFp8, bool kFp8Q = false, bool kFp8P = false>
 fmha_status launch_mla_latents(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  using Tile = kernels::MlaTile<T, kFp8>;
-  const auto kernel = kernels::mla_forward_kernel<T, kFp8>;
+  using Tile = kernels::MlaTile<T, kFp8, kFp8Q, kFp8P>;
+  const auto kernel = kernels::mla_forward_kernel<T, kFp8, kFp8Q, kFp8P>;
   static std::atomic<uint64_t> configured{0};
   const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
   if (st != FMHA_STATUS_SUCCESS) return st;
@@ -25,10 +26,18 @@ fmha_status launch_mla_latents(const ForwardParams &params, dim3 grid, int devic
   return FMHA_STATUS_SUCCESS;
 }
 
+// The kernel for the latents and compute modes in `params`: fp8 Q
+// (FMHA_FLAG_FP8_QK) comes through the f16 launcher, as to the tile kernel.
 template <typename T>
-fmha_status launch_mla(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  return fp8 ? launch_mla_latents<T, true>(params, grid, device, stream, msg)
-             : launch_mla_latents<T, false>(params, grid, device, stream, msg);
+fmha_status launch_mla(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
+  if (params.kv_quant != FMHA_KV_QUANT_FP8) return launch_mla_latents<T, false>(params, grid, device, stream, msg);
+  if constexpr (std::is_same_v<T, half_t>) {
+    if (params.q_fp8)
+      return params.fp8_pv ? launch_mla_latents<T, true, true, true>(params, grid, device, stream, msg)
+                           : launch_mla_latents<T, true, true, false>(params, grid, device, stream, msg);
+  }
+  return params.fp8_pv ? launch_mla_latents<T, true, false, true>(params, grid, device, stream, msg)
+                       : launch_mla_latents<T, true>(params, grid, device, stream, msg);
 }
 
 }  // namespace fmha::gpu

@@ -7,9 +7,9 @@
 
 namespace fmha::gpu {
 
-fmha_status launch_mla_forward_f16(const ForwardParams &params, bool fp8, dim3 grid, int device, Stream stream,
+fmha_status launch_mla_forward_f16(const ForwardParams &params, dim3 grid, int device, Stream stream,
                                   fmha_msg msg) {
-  return launch_mla<half_t>(params, fp8, grid, device, stream, msg);
+  return launch_mla<half_t>(params, grid, device, stream, msg);
 }
 
 }  // namespace fmha::gpu

@@ -49,9 +49,13 @@
 
 namespace fmha::gpu::kernels {
 
-// T: Q's dtype (and the latents' when !kFp8).
-template <typename T, bool kFp8>
+// T: Q's dtype (and the latents' when !kFp8). kFp8Q: Q holds E4M3FN codes
+// (FMHA_FLAG_FP8_QK; T is then unused), S is computed on fp8 tensor
+// cores. kFp8P: P is rounded to fp8 (FMHA_FLAG_FP8_PV) and PV is computed
+// on fp8 tensor cores. Both need fp8 latents and an sm_89+ device.
+template <typename T, bool kFp8, bool kFp8Q = false, bool kFp8P = false>
 struct MlaTile {
+  static_assert(kFp8 || (!kFp8Q && !kFp8P), "fp8 compute needs fp8 latents");
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * kWarpSize;
   static constexpr int kRows = 16;  // query rows per CTA: one MMA row tile
@@ -64,12 +68,19 @@ struct MlaTile {
   static constexpr int kRowBytes = kDimsQk * (kFp8 ? 1 : 2);
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
-  static constexpr int kKSteps = kDimsQk / 16 / kWarps;  // 16-dim k-steps of S per warp
-  static constexpr int kScoreTiles = kBlockN / 8;        // 8-key n-tiles of S
-  static constexpr int kDimsPerWarp = kDimsV / kWarps;   // O columns of a warp
+  // k-steps of S per warp: nine of 16 dims; fp8 Q: 18 of 32 dims dealt out
+  // 5, 5, 4, 4 (the most a warp has sizes its Q fragments).
+  static constexpr int kKSteps = kFp8Q ? 5 : kDimsQk / 16 / kWarps;
+  static constexpr int kScoreTiles = kBlockN / 8;       // 8-key n-tiles of S
+  static constexpr int kDimsPerWarp = kDimsV / kWarps;  // O columns of a warp
   static constexpr int kOutTiles = kDimsPerWarp / 8;
   using QType = T;
   static constexpr bool kFp8Latents = kFp8;
+  static constexpr bool kFp8Qk = kFp8Q;
+  static constexpr bool kFp8Pv = kFp8P;
+  // P's fp8 codes are P * kPCodeScale: P <= 1 against the row's running
+  // maximum, so the codes stay within E4M3FN's 448.
+  static constexpr float kPCodeScale = 448.f;
   using MmaType = std::conditional_t<kFp8, half_t, T>;
   static constexpr bool kSplitP = std::is_same_v<MmaType, bf16_t>;
   // Shared memory: the ring of latent tiles, the partial S tiles of the
@@ -80,7 +91,7 @@ struct MlaTile {
   static constexpr int kQTopOffset = kExchangeOffset + kExchangeBytes;
   static constexpr int kSmemBytes = kQTopOffset + kWarps * kRows * static_cast<int>(sizeof(float));
 
-  static_assert(kKSteps * 16 * kWarps == kDimsQk, "S dims split evenly over the warps");
+  static_assert(kFp8Q || kKSteps * 16 * kWarps == kDimsQk, "S dims split evenly over the warps");
   static_assert(kBlockN == 8 * kWarps, "8 rows of a tile per warp: lanes 0-7 locate them");
 };
 
@@ -96,6 +107,19 @@ __device__ __forceinline__ uint32_t latent_chunk(int row, int chunk) {
     return static_cast<uint32_t>(row * 576 + ((chunk ^ ((row >> 1) & 3)) << 4));
   else
     return swizzled<1152>(row, chunk);
+}
+
+// The first S k-step of warp `warp` and how many it has: 16-dim steps 9w ..
+// 9w + 8; with fp8 Q 32-dim steps 0-4, 5-9, 10-13, 14-17.
+template <typename Tile>
+__device__ __forceinline__ int first_qk_step(int warp) {
+  if constexpr (Tile::kFp8Qk) return warp < 2 ? 5 * warp : 10 + 4 * (warp - 2);
+  return warp * Tile::kKSteps;
+}
+template <typename Tile>
+__device__ __forceinline__ int qk_steps(int warp) {
+  if constexpr (Tile::kFp8Qk) return warp < 2 ? 5 : 4;
+  return Tile::kKSteps;
 }
 
 // Two E4M3FN codes (low 16 bits) as fp16, exactly; NaN codes give NaN.
@@ -261,10 +285,27 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   for (int r = 0; r < kR; ++r)
     q_row[r] = queries.batch * p.q_stride[0] + static_cast<int64_t>(queries.row0 + row_query[r]) * p.q_stride[1] +
                group * p.q_stride[2] + row_head[r] * p.q_stride[3];
-  const uint16_t *const q = static_cast<const uint16_t *>(p.q);
   uint32_t q_frag[Tile::kKSteps][4];
-  if constexpr (!kFp8) {
+  if constexpr (Tile::kFp8Qk) {
+    // E4M3FN codes: 32-dim step c is dims 32c + 4 quad .. + 3 and 32c + 16
+    // + 4 quad .. + 3 (mma.m16n8k32's own order); steps past the warp's
+    // last are never used.
+    const uint8_t *const q8 = static_cast<const uint8_t *>(p.q);
+    const int first = first_qk_step<Tile>(warp);
+#pragma unroll
+    for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+      const int dim = min(first + ks, Tile::kDimsQk / 32 - 1) * 32 + 4 * quad;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int r = 0; r < kR; ++r)
+          q_frag[ks][2 * h + r] = row_real[r] ? *reinterpret_cast<const uint32_t *>(q8 + q_row[r] + dim + 16 * h) : 0u;
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) row_scale[r] *= q_code_scale(p, queries, group, row_query[r], row_head[r]);
+  } else if constexpr (!kFp8) {
     // k-step c covers dims 16c .. 16c + 15 in the MMA's own order.
+    const uint16_t *const q = static_cast<const uint16_t *>(p.q);
 #pragma unroll
     for (int ks = 0; ks < Tile::kKSteps; ++ks) {
       const int dim = (warp * Tile::kKSteps + ks) * 16 + 2 * quad;
@@ -272,11 +313,11 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int r = 0; r < kR; ++r)
-          q_frag[ks][2 * h + r] =
-              row_real[r] ? *reinterpret_cast<const uint32_t *>(q + q_row[r] + dim + 8 * h) : 0u;
+          q_frag[ks][2 * h + r] = row_real[r] ? *reinterpret_cast<const uint32_t *>(q + q_row[r] + dim + 8 * h) : 0u;
     }
   } else {
     // Dims 16c + 4 quad .. + 3 (the order the fp8 K fragments arrive in).
+    const uint16_t *const q = static_cast<const uint16_t *>(p.q);
     uint2 raw[Tile::kKSteps][kR];
 #pragma unroll
     for (int ks = 0; ks < Tile::kKSteps; ++ks) {
@@ -303,8 +344,7 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
 #pragma unroll
         for (int ks = 0; ks < Tile::kKSteps; ++ks)
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            top = fmaxf(top, fabsf(value(j < 2 ? raw[ks][r].x : raw[ks][r].y, j % 2)));
+          for (int j = 0; j < 4; ++j) top = fmaxf(top, fabsf(value(j < 2 ? raw[ks][r].x : raw[ks][r].y, j % 2)));
         top = Layout::row_max(top);
         if (Layout::row_leader(lane)) q_top[warp * Tile::kRows + Layout::row(lane, r)] = top;
       }
@@ -367,10 +407,23 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       float s[kNS][4];
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+      const int first_step = first_qk_step<Tile>(warp);
+      const int steps = qk_steps<Tile>(warp);
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-        const int c = warp * Tile::kKSteps + ks;  // 16-dim segment
-        if constexpr (!kFp8) {
+        const int c = first_step + ks;  // k-step: 16 dims, or 32 with fp8 Q
+        if constexpr (Tile::kFp8Qk) {
+          if (ks < steps) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              uint32_t b[4];
+              const int key = half * 16 + (lane / 16) * 8 + lane % 8;
+              ldmatrix_x4(b, stage + latent_chunk<true>(key, 2 * c + (lane / 8) % 2));
+              mma_16x8x32_e4m3(s[2 * half], q_frag[ks], b[0], b[1]);
+              mma_16x8x32_e4m3(s[2 * half + 1], q_frag[ks], b[2], b[3]);
+            }
+          }
+        } else if constexpr (!kFp8) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             uint32_t b[4];
@@ -436,8 +489,7 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
             for (int j = 0; j < 2; ++j) {
               const int e = 2 * r + j;
               const int32_t key = tile_start + nt * 8 + Layout::col(lane, j);
-              const float x =
-                  p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
+              const float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
               s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
               tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
             }
@@ -460,8 +512,12 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
           for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
       }
       // P as A fragments: k-step kk (keys 16 kk ..) is S n-tiles 2 kk, 2 kk + 1.
-      uint32_t p_hi[kBlockN / 16][4];
+      [[maybe_unused]] uint32_t p_hi[kBlockN / 16][4];
       [[maybe_unused]] uint32_t p_lo[kBlockN / 16][4];
+      // fp8 P: one 32-key k-step, k-slots 4 quad .. + 3 holding keys 2 quad,
+      // 2 quad + 1, 2 quad + 8, 2 quad + 9 (S n-tiles 0 and 1; 2 and 3 for
+      // the upper 16 slots), as the V fragments below hold them.
+      [[maybe_unused]] uint32_t p8[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) {
         float prob[4];
@@ -471,6 +527,13 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
         row_sum[1] += prob[2] + prob[3];
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
+          if constexpr (Tile::kFp8Pv) {
+            const uint32_t codes = __nv_cvt_float2_to_fp8x2(
+                make_float2(prob[2 * r] * Tile::kPCodeScale, prob[2 * r + 1] * Tile::kPCodeScale), __NV_SATFINITE,
+                __NV_E4M3);
+            p8[2 * (nt / 2) + r] |= codes << (16 * (nt % 2));
+            continue;
+          }
           uint32_t &hi = p_hi[nt / 2][2 * (nt % 2) + r];
           if constexpr (Tile::kSplitP)
             split_bf16x2(prob[2 * r], prob[2 * r + 1], &hi, &p_lo[nt / 2][2 * (nt % 2) + r]);
@@ -480,37 +543,50 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       }
 
       // ---- O += P V over this warp's dims -----------------------------------
+      if constexpr (Tile::kFp8Pv) {
+        // Per 16-dim block: matrices of keys 0-7 | 8-15 | 16-23 | 24-31; a
+        // lane's (2 keys x 2 dims) words regroup into 4 keys of the even
+        // dim (n-tile 2 blk) and of the odd dim (n-tile 2 blk + 1).
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const int key = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-        if constexpr (!kFp8) {
+        for (int blk = 0; blk < kNO / 2; ++blk) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, stage + latent_chunk<true>(lane, dim0 / 16 + blk));
+          mma_16x8x32_e4m3(acc[2 * blk], p8, __byte_perm(b[0], b[1], 0x6420), __byte_perm(b[2], b[3], 0x6420));
+          mma_16x8x32_e4m3(acc[2 * blk + 1], p8, __byte_perm(b[0], b[1], 0x7531), __byte_perm(b[2], b[3], 0x7531));
+        }
+      } else {
 #pragma unroll
-          for (int np = 0; np < kNO / 2; ++np) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, stage + latent_chunk<false>(key, (dim0 + np * 16) / 8 + lane / 16));
-            mma_16x8x16<Mma>(acc[2 * np], p_hi[kk], b[0], b[1]);
-            mma_16x8x16<Mma>(acc[2 * np + 1], p_hi[kk], b[2], b[3]);
-            if constexpr (Tile::kSplitP) {
-              mma_16x8x16<Mma>(acc[2 * np], p_lo[kk], b[0], b[1]);
-              mma_16x8x16<Mma>(acc[2 * np + 1], p_lo[kk], b[2], b[3]);
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          const int key = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+          if constexpr (!kFp8) {
+#pragma unroll
+            for (int np = 0; np < kNO / 2; ++np) {
+              uint32_t b[4];
+              ldmatrix_x4_trans(b, stage + latent_chunk<false>(key, (dim0 + np * 16) / 8 + lane / 16));
+              mma_16x8x16<Mma>(acc[2 * np], p_hi[kk], b[0], b[1]);
+              mma_16x8x16<Mma>(acc[2 * np + 1], p_hi[kk], b[2], b[3]);
+              if constexpr (Tile::kSplitP) {
+                mma_16x8x16<Mma>(acc[2 * np], p_lo[kk], b[0], b[1]);
+                mma_16x8x16<Mma>(acc[2 * np + 1], p_lo[kk], b[2], b[3]);
+              }
             }
-          }
-        } else {
-          // 32 dims per load: matrices (keys 0-7 | 8-15) x (dims d .. d + 15
-          // | d + 16 .. d + 31); n-tile 2j holds the even dims of 16-dim
-          // block j of the warp, n-tile 2j + 1 the odd ones.
+          } else {
+            // 32 dims per load: matrices (keys 0-7 | 8-15) x (dims d .. d + 15
+            // | d + 16 .. d + 31); n-tile 2j holds the even dims of 16-dim
+            // block j of the warp, n-tile 2j + 1 the odd ones.
 #pragma unroll
-          for (int blk = 0; blk < kNO / 4; ++blk) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, stage + latent_chunk<true>(key, (dim0 + blk * 32) / 16 + lane / 16));
+            for (int blk = 0; blk < kNO / 4; ++blk) {
+              uint32_t b[4];
+              ldmatrix_x4_trans(b, stage + latent_chunk<true>(key, (dim0 + blk * 32) / 16 + lane / 16));
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              // (key 2q, key 2q + 1) of the even dim, then of the odd dim.
-              const uint32_t k0 = __byte_perm(b[2 * j], 0u, 0x3120);
-              const uint32_t k8 = __byte_perm(b[2 * j + 1], 0u, 0x3120);
-              const int nt = 2 * (2 * blk + j);
-              mma_16x8x16<Mma>(acc[nt], p_hi[kk], e4m3x2_to_half2(k0), e4m3x2_to_half2(k8));
-              mma_16x8x16<Mma>(acc[nt + 1], p_hi[kk], e4m3x2_to_half2(k0 >> 16), e4m3x2_to_half2(k8 >> 16));
+              for (int j = 0; j < 2; ++j) {
+                // (key 2q, key 2q + 1) of the even dim, then of the odd dim.
+                const uint32_t k0 = __byte_perm(b[2 * j], 0u, 0x3120);
+                const uint32_t k8 = __byte_perm(b[2 * j + 1], 0u, 0x3120);
+                const int nt = 2 * (2 * blk + j);
+                mma_16x8x16<Mma>(acc[nt], p_hi[kk], e4m3x2_to_half2(k0), e4m3x2_to_half2(k8));
+                mma_16x8x16<Mma>(acc[nt + 1], p_hi[kk], e4m3x2_to_half2(k0 >> 16), e4m3x2_to_half2(k8 >> 16));
+              }
             }
           }
         }
@@ -527,7 +603,7 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
     const float sum = Layout::row_sum(row_sum[r]);
     if (!row_real[r]) continue;
     const RowResult result = finish_row(p, target, row_max[r], sum, group, row_head[r]);
-    const float o_scale = result.o_scale * kv_scale;
+    const float o_scale = result.o_scale * kv_scale / (Tile::kFp8Pv ? Tile::kPCodeScale : 1.f);
     const int64_t o_row = o_row_offset(target, row_query[r], group, row_head[r]);
     if constexpr (!kFp8) {
 #pragma unroll
@@ -551,10 +627,11 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   }
 }
 
-template <typename T, bool kFp8>
-__global__ void __launch_bounds__(MlaTile<T, kFp8>::kThreads, MlaTile<T, kFp8>::kMinBlocksPerSm)
+template <typename T, bool kFp8, bool kFp8Q, bool kFp8P>
+__global__ void __launch_bounds__(MlaTile<T, kFp8, kFp8Q, kFp8P>::kThreads,
+                                  MlaTile<T, kFp8, kFp8Q, kFp8P>::kMinBlocksPerSm)
     mla_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
-  using Tile = MlaTile<T, kFp8>;
+  using Tile = MlaTile<T, kFp8, kFp8Q, kFp8P>;
   extern __shared__ __align__(128) uint8_t smem[];
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);

@@ -236,6 +236,19 @@ __device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_
   *hi = last;
 }
 
+// The scale of fp8 Q's codes in the row of query `query` (index within its
+// sequence) and head `head` (FMHA_FLAG_FP8_QK): per row, per head or one.
+__device__ __forceinline__ float q_code_scale(const ForwardParams &p, const QueryRange &queries, int32_t group,
+                                              int32_t query, int32_t head) {
+  int64_t at = 0;
+  if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
+    at = queries.batch * p.q_scale_stride[0] + (queries.row0 + query) * p.q_scale_stride[1] +
+         group * p.q_scale_stride[2] + head * p.q_scale_stride[3];
+  else if (p.q_scale_granularity == FMHA_SCALE_PER_HEAD)
+    at = group * p.q_scale_stride[0] + head * p.q_scale_stride[1];
+  return __ldg(p.q_scale + at);
+}
+
 // Where a CTA's rows go: the output (O, LSE), a workspace slot, or an
 // o_partial index; element offsets are batch * s[0] + query * s[1] +
 // group * s[2] + head * s[3] for O (plus the dim) and batch * s[0] +
@@ -425,15 +438,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   for (int r = 0; r < kR; ++r) row_scale[r] = p.score_scale;
   if (Tile::kQuantised && p.q_fp8) {
 #pragma unroll
-    for (int r = 0; r < kR; ++r) {
-      int64_t at = 0;
-      if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
-        at = queries.batch * p.q_scale_stride[0] + (queries.row0 + row_query[r]) * p.q_scale_stride[1] +
-             group * p.q_scale_stride[2] + row_head[r] * p.q_scale_stride[3];
-      else if (p.q_scale_granularity == FMHA_SCALE_PER_HEAD)
-        at = group * p.q_scale_stride[0] + row_head[r] * p.q_scale_stride[1];
-      row_scale[r] *= __ldg(p.q_scale + at);
-    }
+    for (int r = 0; r < kR; ++r) row_scale[r] *= q_code_scale(p, queries, group, row_query[r], row_head[r]);
   }
 
   // O accumulators: one per P part where registers allow (shorter chains).
