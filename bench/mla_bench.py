@@ -5,9 +5,9 @@ and MLA issue's grid: Hq 16, page size 64, B in {64, 128, 256}, L in {1024,
 4096, 8192}, and B=128 with lengths uniform in 1..8192 beside the uniform
 batch of the same total keys. With --fp8, two fp8 rows beside each bf16 one
 of the same run: `_fp8` (kind mla_fp8), the issue's MLA fp8: Q and latents
-E4M3FN codes with per-tensor float32 scales (device scalars), QK^T and PV on
-fp8 tensor cores (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV); and `_fp8kv` (kind
-mla_fp8kv): fp8 latents beside bf16 Q, 16-bit compute.
+E4M3FN codes with per-tensor float32 scales (device scalars), P rounded to
+fp8 too (FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV); and `_fp8kv` (kind
+mla_fp8kv): fp8 latents beside bf16 Q, P in 16 bits.
 
 Timing as bench/peers.py: several input sets (together > 8x the 60 MB L2)
 captured into one CUDA graph, one run per set, median per call over >= 50

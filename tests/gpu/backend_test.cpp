@@ -88,8 +88,9 @@ TEST(CudaBackend, RefusesInt4MlaLatents) {
 }
 
 // MLA decode runs in its own kernel (kernel name "_mla32") for bf16 / f16
-// latents and E4M3FN ones with one float scale; what that kernel does not
-// handle (a bias, E4M3FNUZ codes, fp8 Q) runs in the tile kernel. The
+// latents and E4M3FN ones with one float scale (with fp8 Q and P or not);
+// what that kernel does not handle (a bias, E4M3FNUZ codes) runs in the
+// tile kernel. The
 // features suite (test_mla.cpp) checks both against the oracle.
 TEST(CudaBackend, MlaKernelChoice) {
   FMHA_SKIP_WITHOUT_CUDA();
@@ -118,16 +119,13 @@ TEST(CudaBackend, MlaKernelChoice) {
   EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
   p.q_dtype = FMHA_DTYPE_BF16;
   EXPECT_NE(kernel_name(p).find("_mla32_s4"), std::string::npos) << kernel_name(p);
-  // fp8 compute on fp8 tensor cores (sm_89+; the tile kernel before).
-  cudaDeviceProp props{};
-  cuda_check(cudaGetDeviceProperties(&props, 0), "cudaGetDeviceProperties");
-  const bool fp8_cores = props.major * 10 + props.minor >= 89;
+  // fp8 compute: fp8 P, and fp8 Q with fp8 P.
   p.flags = FMHA_FLAG_V_FROM_K | FMHA_FLAG_FP8_PV;
-  EXPECT_EQ(kernel_name(p).find("_mla") != std::string::npos, fp8_cores) << kernel_name(p);
+  EXPECT_NE(kernel_name(p).find("_pv8_d576_mla32_s4"), std::string::npos) << kernel_name(p);
   p.flags = FMHA_FLAG_V_FROM_K | FMHA_FLAG_FP8_QK | FMHA_FLAG_FP8_PV;
   p.q_dtype = FMHA_DTYPE_FP8;
   p.q_scale_granularity = FMHA_SCALE_PER_TENSOR;
-  EXPECT_EQ(kernel_name(p).find("_mla") != std::string::npos, fp8_cores) << kernel_name(p);
+  EXPECT_NE(kernel_name(p).find("_pv8_d576_mla32_s4"), std::string::npos) << kernel_name(p);
   p.flags = FMHA_FLAG_V_FROM_K;
   p.q_dtype = FMHA_DTYPE_BF16;
   p.fp8_format = FMHA_FP8_E4M3FNUZ;

@@ -202,14 +202,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // MLA decode has its own kernel where the vendor has one, for what the
   // issue's MLA asks: latents in Q's dtype (f16 / bf16), or E4M3FN ones
   // with one float scale beside f16 / bf16 Q or fp8 Q (FP8_QK), P in fp8
-  // or not (FP8_PV); no bias. fp8 compute needs fp8 tensor cores (sm_89+).
-  // The rest (E4M3FNUZ, per-row or fp16x2 K scales, a bias; fp8 compute
-  // on older GPUs) runs in the tile kernel.
+  // or not (FP8_PV); no bias. The rest (E4M3FNUZ, per-row or fp16x2 K
+  // scales, a bias) runs in the tile kernel.
   const bool fp8_latents = problem.kv_quant == FMHA_KV_QUANT_FP8;
-  const bool fp8_compute = problem.q_dtype == FMHA_DTYPE_FP8 || (problem.flags & FMHA_FLAG_FP8_PV);
   const bool mla_kernel =
       FMHA_GPU_HAS_MLA_KERNEL && mla && !problem.has_bias &&
-      (!fp8_compute || plan->device.compute_capability >= 89) &&
       (!quantised || (fp8_latents && problem.fp8_format == FMHA_FP8_E4M3FN &&
                       problem.kv_scale_kind == FMHA_KV_SCALE_F32 &&
                       problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR));

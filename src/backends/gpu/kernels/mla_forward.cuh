@@ -50,9 +50,11 @@
 namespace fmha::gpu::kernels {
 
 // T: Q's dtype (and the latents' when !kFp8). kFp8Q: Q holds E4M3FN codes
-// (FMHA_FLAG_FP8_QK; T is then unused), S is computed on fp8 tensor
-// cores. kFp8P: P is rounded to fp8 (FMHA_FLAG_FP8_PV) and PV is computed
-// on fp8 tensor cores. Both need fp8 latents and an sm_89+ device.
+// (FMHA_FLAG_FP8_QK; T is then unused). kFp8P: P is rounded to fp8
+// (FMHA_FLAG_FP8_PV). Both need fp8 latents; codes are converted to fp16
+// exactly and multiplied by fp16 MMAs (on sm_90, mma.sync has no fp8 form
+// of its own: the compiler expands one into conversions and two fp16
+// MMAs, docs/performance.md; its fp8 tensor cores take wgmma).
 template <typename T, bool kFp8, bool kFp8Q = false, bool kFp8P = false>
 struct MlaTile {
   static_assert(kFp8 || (!kFp8Q && !kFp8P), "fp8 compute needs fp8 latents");
@@ -68,11 +70,9 @@ struct MlaTile {
   static constexpr int kRowBytes = kDimsQk * (kFp8 ? 1 : 2);
   static constexpr int kChunksPerRow = kRowBytes / 16;
   static constexpr int kTileBytes = kBlockN * kRowBytes;
-  // k-steps of S per warp: nine of 16 dims; fp8 Q: 18 of 32 dims dealt out
-  // 5, 5, 4, 4 (the most a warp has sizes its Q fragments).
-  static constexpr int kKSteps = kFp8Q ? 5 : kDimsQk / 16 / kWarps;
-  static constexpr int kScoreTiles = kBlockN / 8;       // 8-key n-tiles of S
-  static constexpr int kDimsPerWarp = kDimsV / kWarps;  // O columns of a warp
+  static constexpr int kKSteps = kDimsQk / 16 / kWarps;  // 16-dim k-steps of S per warp
+  static constexpr int kScoreTiles = kBlockN / 8;        // 8-key n-tiles of S
+  static constexpr int kDimsPerWarp = kDimsV / kWarps;   // O columns of a warp
   static constexpr int kOutTiles = kDimsPerWarp / 8;
   using QType = T;
   static constexpr bool kFp8Latents = kFp8;
@@ -91,7 +91,7 @@ struct MlaTile {
   static constexpr int kQTopOffset = kExchangeOffset + kExchangeBytes;
   static constexpr int kSmemBytes = kQTopOffset + kWarps * kRows * static_cast<int>(sizeof(float));
 
-  static_assert(kFp8Q || kKSteps * 16 * kWarps == kDimsQk, "S dims split evenly over the warps");
+  static_assert(kKSteps * 16 * kWarps == kDimsQk, "S dims split evenly over the warps");
   static_assert(kBlockN == 8 * kWarps, "8 rows of a tile per warp: lanes 0-7 locate them");
 };
 
@@ -107,19 +107,6 @@ __device__ __forceinline__ uint32_t latent_chunk(int row, int chunk) {
     return static_cast<uint32_t>(row * 576 + ((chunk ^ ((row >> 1) & 3)) << 4));
   else
     return swizzled<1152>(row, chunk);
-}
-
-// The first S k-step of warp `warp` and how many it has: 16-dim steps 9w ..
-// 9w + 8; with fp8 Q 32-dim steps 0-4, 5-9, 10-13, 14-17.
-template <typename Tile>
-__device__ __forceinline__ int first_qk_step(int warp) {
-  if constexpr (Tile::kFp8Qk) return warp < 2 ? 5 * warp : 10 + 4 * (warp - 2);
-  return warp * Tile::kKSteps;
-}
-template <typename Tile>
-__device__ __forceinline__ int qk_steps(int warp) {
-  if constexpr (Tile::kFp8Qk) return warp < 2 ? 5 : 4;
-  return Tile::kKSteps;
 }
 
 // Two E4M3FN codes (low 16 bits) as fp16, exactly; NaN codes give NaN.
@@ -140,6 +127,7 @@ class MlaLatentLoader {
  public:
   static constexpr int kRowsPerWarp = Tile::kBlockN / Tile::kWarps;
   static constexpr int kChunkPasses = (Tile::kChunksPerRow + kWarpSize - 1) / kWarpSize;
+  static_assert(kRowsPerWarp % 8 == 0, "a warp's rows start where the swizzle pattern does");
 
   __device__ MlaLatentLoader(const ForwardParams &p, int32_t batch, int32_t group, int32_t head_kv, int32_t kv_end,
                              int tid)
@@ -158,29 +146,32 @@ class MlaLatentLoader {
 
   // Issues the copies of keys [tile_start, tile_start + kBlockN) into the
   // tile at shared address `tile`; keys at or past kv_end are zero-filled.
+  // A warp's rows start at a multiple of 8, so row first_row_ + i swizzles
+  // as row i: each row costs a shuffle pair, a compare and a few adds.
   __device__ void load(SmemAddr tile, int32_t tile_start) const {
-    const int32_t my_row = first_row_ + lane_ % kRowsPerWarp;
-    const int64_t mine = tile_start == ahead_start_ ? ahead_ : row_offset(tile_start + my_row);
+    const int32_t first_key = tile_start + first_row_;
+    const int64_t mine = tile_start == ahead_start_ ? ahead_ : row_offset(first_key + lane_ % kRowsPerWarp);
+    const SmemAddr dst0 = tile + first_row_ * Tile::kRowBytes;
+    const uint8_t *const src0 = head_ + 16 * lane_;
 #pragma unroll
     for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int row = first_row_ + i;
       const int64_t offset = __shfl_sync(0xffffffffu, mine, i);
-      const bool valid = offset >= 0;
-      const uint8_t *const src = head_ + (valid ? offset + 16 * lane_ : 0);
-      const SmemAddr dst = tile + latent_chunk<Tile::kFp8Latents>(row, lane_);
+      const bool valid = first_key + i < kv_end_;
+      const uint8_t *const src = src0 + offset;  // 0 past kv_end: the head's first row, not read
+      const SmemAddr dst = dst0 + latent_chunk<Tile::kFp8Latents>(i, lane_);
 #pragma unroll
       for (int j = 0; j < kChunkPasses; ++j)
         if (lane_ + kWarpSize * j < Tile::kChunksPerRow)
-          copy_async_16(dst + 16 * kWarpSize * j, src + (valid ? 16 * kWarpSize * j : 0), valid);
+          copy_async_16(dst + 16 * kWarpSize * j, src + 16 * kWarpSize * j, valid);
     }
     ahead_start_ = tile_start + Tile::kBlockN;
-    ahead_ = row_offset(ahead_start_ + my_row);
+    ahead_ = row_offset(ahead_start_ + first_row_ + lane_ % kRowsPerWarp);
   }
 
  private:
-  // Byte offset of key `key`'s row from the head's row 0; -1 past kv_end.
+  // Byte offset of key `key`'s row from the head's row 0; 0 past kv_end.
   __device__ __forceinline__ int64_t row_offset(int32_t key) const {
-    if (key >= kv_end_) return -1;
+    if (key >= kv_end_) return 0;
     int64_t outer, inner;
     key_row_location(seq_, batch_, origin_, key, &outer, &inner);
     return outer * stride0_ + inner * stride1_;
@@ -195,7 +186,7 @@ class MlaLatentLoader {
   int64_t stride0_, stride1_;
   int64_t origin_;
   mutable int32_t ahead_start_ = -1;  // the tile whose row this lane located ahead
-  mutable int64_t ahead_ = -1;
+  mutable int64_t ahead_ = 0;
 };
 
 // Attention of row tile `row_tile` of piece `piece_index` (the tile
@@ -287,19 +278,18 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
                group * p.q_stride[2] + row_head[r] * p.q_stride[3];
   uint32_t q_frag[Tile::kKSteps][4];
   if constexpr (Tile::kFp8Qk) {
-    // E4M3FN codes: 32-dim step c is dims 32c + 4 quad .. + 3 and 32c + 16
-    // + 4 quad .. + 3 (mma.m16n8k32's own order); steps past the warp's
-    // last are never used.
+    // E4M3FN codes (FMHA_FLAG_FP8_QK), exact in fp16: dims 16c + 4 quad ..
+    // + 3 as below for 16-bit Q, with the codes' scale on the scores.
     const uint8_t *const q8 = static_cast<const uint8_t *>(p.q);
-    const int first = first_qk_step<Tile>(warp);
 #pragma unroll
     for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-      const int dim = min(first + ks, Tile::kDimsQk / 32 - 1) * 32 + 4 * quad;
+      const int dim = (warp * Tile::kKSteps + ks) * 16 + 4 * quad;
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int r = 0; r < kR; ++r)
-          q_frag[ks][2 * h + r] = row_real[r] ? *reinterpret_cast<const uint32_t *>(q8 + q_row[r] + dim + 16 * h) : 0u;
+      for (int r = 0; r < kR; ++r) {
+        const uint32_t codes = row_real[r] ? *reinterpret_cast<const uint32_t *>(q8 + q_row[r] + dim) : 0u;
+        q_frag[ks][r] = e4m3x2_to_half2(codes);
+        q_frag[ks][2 + r] = e4m3x2_to_half2(codes >> 16);
+      }
     }
 #pragma unroll
     for (int r = 0; r < kR; ++r) row_scale[r] *= q_code_scale(p, queries, group, row_query[r], row_head[r]);
@@ -407,23 +397,10 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       float s[kNS][4];
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-      const int first_step = first_qk_step<Tile>(warp);
-      const int steps = qk_steps<Tile>(warp);
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-        const int c = first_step + ks;  // k-step: 16 dims, or 32 with fp8 Q
-        if constexpr (Tile::kFp8Qk) {
-          if (ks < steps) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              uint32_t b[4];
-              const int key = half * 16 + (lane / 16) * 8 + lane % 8;
-              ldmatrix_x4(b, stage + latent_chunk<true>(key, 2 * c + (lane / 8) % 2));
-              mma_16x8x32_e4m3(s[2 * half], q_frag[ks], b[0], b[1]);
-              mma_16x8x32_e4m3(s[2 * half + 1], q_frag[ks], b[2], b[3]);
-            }
-          }
-        } else if constexpr (!kFp8) {
+        const int c = warp * Tile::kKSteps + ks;  // 16-dim segment
+        if constexpr (!kFp8) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
             uint32_t b[4];
@@ -512,12 +489,8 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
           for (int e = 0; e < 4; ++e) acc[nt][e] *= rescale[e / 2];
       }
       // P as A fragments: k-step kk (keys 16 kk ..) is S n-tiles 2 kk, 2 kk + 1.
-      [[maybe_unused]] uint32_t p_hi[kBlockN / 16][4];
+      uint32_t p_hi[kBlockN / 16][4];
       [[maybe_unused]] uint32_t p_lo[kBlockN / 16][4];
-      // fp8 P: one 32-key k-step, k-slots 4 quad .. + 3 holding keys 2 quad,
-      // 2 quad + 1, 2 quad + 8, 2 quad + 9 (S n-tiles 0 and 1; 2 and 3 for
-      // the upper 16 slots), as the V fragments below hold them.
-      [[maybe_unused]] uint32_t p8[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
       for (int nt = 0; nt < kNS; ++nt) {
         float prob[4];
@@ -527,15 +500,13 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
         row_sum[1] += prob[2] + prob[3];
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
-          if constexpr (Tile::kFp8Pv) {
-            const uint32_t codes = __nv_cvt_float2_to_fp8x2(
-                make_float2(prob[2 * r] * Tile::kPCodeScale, prob[2 * r + 1] * Tile::kPCodeScale), __NV_SATFINITE,
-                __NV_E4M3);
-            p8[2 * (nt / 2) + r] |= codes << (16 * (nt % 2));
-            continue;
-          }
           uint32_t &hi = p_hi[nt / 2][2 * (nt % 2) + r];
-          if constexpr (Tile::kSplitP)
+          if constexpr (Tile::kFp8Pv)
+            // P's fp8 codes, as fp16 (exact) for the fp16 MMAs.
+            hi = e4m3x2_to_half2(__nv_cvt_float2_to_fp8x2(
+                make_float2(prob[2 * r] * Tile::kPCodeScale, prob[2 * r + 1] * Tile::kPCodeScale), __NV_SATFINITE,
+                __NV_E4M3));
+          else if constexpr (Tile::kSplitP)
             split_bf16x2(prob[2 * r], prob[2 * r + 1], &hi, &p_lo[nt / 2][2 * (nt % 2) + r]);
           else
             hi = pack2<Mma>(prob[2 * r], prob[2 * r + 1]);
@@ -543,50 +514,37 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
       }
 
       // ---- O += P V over this warp's dims -----------------------------------
-      if constexpr (Tile::kFp8Pv) {
-        // Per 16-dim block: matrices of keys 0-7 | 8-15 | 16-23 | 24-31; a
-        // lane's (2 keys x 2 dims) words regroup into 4 keys of the even
-        // dim (n-tile 2 blk) and of the odd dim (n-tile 2 blk + 1).
 #pragma unroll
-        for (int blk = 0; blk < kNO / 2; ++blk) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, stage + latent_chunk<true>(lane, dim0 / 16 + blk));
-          mma_16x8x32_e4m3(acc[2 * blk], p8, __byte_perm(b[0], b[1], 0x6420), __byte_perm(b[2], b[3], 0x6420));
-          mma_16x8x32_e4m3(acc[2 * blk + 1], p8, __byte_perm(b[0], b[1], 0x7531), __byte_perm(b[2], b[3], 0x7531));
-        }
-      } else {
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const int key = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+        if constexpr (!kFp8) {
 #pragma unroll
-        for (int kk = 0; kk < kBlockN / 16; ++kk) {
-          const int key = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-          if constexpr (!kFp8) {
-#pragma unroll
-            for (int np = 0; np < kNO / 2; ++np) {
-              uint32_t b[4];
-              ldmatrix_x4_trans(b, stage + latent_chunk<false>(key, (dim0 + np * 16) / 8 + lane / 16));
-              mma_16x8x16<Mma>(acc[2 * np], p_hi[kk], b[0], b[1]);
-              mma_16x8x16<Mma>(acc[2 * np + 1], p_hi[kk], b[2], b[3]);
-              if constexpr (Tile::kSplitP) {
-                mma_16x8x16<Mma>(acc[2 * np], p_lo[kk], b[0], b[1]);
-                mma_16x8x16<Mma>(acc[2 * np + 1], p_lo[kk], b[2], b[3]);
-              }
+          for (int np = 0; np < kNO / 2; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, stage + latent_chunk<false>(key, (dim0 + np * 16) / 8 + lane / 16));
+            mma_16x8x16<Mma>(acc[2 * np], p_hi[kk], b[0], b[1]);
+            mma_16x8x16<Mma>(acc[2 * np + 1], p_hi[kk], b[2], b[3]);
+            if constexpr (Tile::kSplitP) {
+              mma_16x8x16<Mma>(acc[2 * np], p_lo[kk], b[0], b[1]);
+              mma_16x8x16<Mma>(acc[2 * np + 1], p_lo[kk], b[2], b[3]);
             }
-          } else {
-            // 32 dims per load: matrices (keys 0-7 | 8-15) x (dims d .. d + 15
-            // | d + 16 .. d + 31); n-tile 2j holds the even dims of 16-dim
-            // block j of the warp, n-tile 2j + 1 the odd ones.
+          }
+        } else {
+          // 32 dims per load: matrices (keys 0-7 | 8-15) x (dims d .. d + 15
+          // | d + 16 .. d + 31); n-tile 2j holds the even dims of 16-dim
+          // block j of the warp, n-tile 2j + 1 the odd ones.
 #pragma unroll
-            for (int blk = 0; blk < kNO / 4; ++blk) {
-              uint32_t b[4];
-              ldmatrix_x4_trans(b, stage + latent_chunk<true>(key, (dim0 + blk * 32) / 16 + lane / 16));
+          for (int blk = 0; blk < kNO / 4; ++blk) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, stage + latent_chunk<true>(key, (dim0 + blk * 32) / 16 + lane / 16));
 #pragma unroll
-              for (int j = 0; j < 2; ++j) {
-                // (key 2q, key 2q + 1) of the even dim, then of the odd dim.
-                const uint32_t k0 = __byte_perm(b[2 * j], 0u, 0x3120);
-                const uint32_t k8 = __byte_perm(b[2 * j + 1], 0u, 0x3120);
-                const int nt = 2 * (2 * blk + j);
-                mma_16x8x16<Mma>(acc[nt], p_hi[kk], e4m3x2_to_half2(k0), e4m3x2_to_half2(k8));
-                mma_16x8x16<Mma>(acc[nt + 1], p_hi[kk], e4m3x2_to_half2(k0 >> 16), e4m3x2_to_half2(k8 >> 16));
-              }
+            for (int j = 0; j < 2; ++j) {
+              // (key 2q, key 2q + 1) of the even dim, then of the odd dim.
+              const uint32_t k0 = __byte_perm(b[2 * j], 0u, 0x3120);
+              const uint32_t k8 = __byte_perm(b[2 * j + 1], 0u, 0x3120);
+              const int nt = 2 * (2 * blk + j);
+              mma_16x8x16<Mma>(acc[nt], p_hi[kk], e4m3x2_to_half2(k0), e4m3x2_to_half2(k8));
+              mma_16x8x16<Mma>(acc[nt + 1], p_hi[kk], e4m3x2_to_half2(k0 >> 16), e4m3x2_to_half2(k8 >> 16));
             }
           }
         }

@@ -97,24 +97,6 @@ __device__ __forceinline__ void mma_16x8x16<__nv_bfloat16>(float (&c)[4], const 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// c += a * b for one 16x8x32 tile of E4M3FN codes (sm_89+: fp8 tensor
-// cores; the fragment layouts of mma.m16n8k32: lane l holds a's rows l / 4
-// and l / 4 + 8, four adjacent k each, and b's column l / 4). Products of
-// codes are exact; sums in fp32. Kernels that call it are only chosen on
-// sm_89+ devices; older targets trap.
-__device__ __forceinline__ void mma_16x8x32_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  (void)c, (void)a, (void)b0, (void)b1;
-  __trap();
-#endif
-}
-
 // 2^x; ex2.approx(-inf) = +0, which the online softmax relies on.
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
