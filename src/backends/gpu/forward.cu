@@ -205,11 +205,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // or not (FP8_PV); no bias. The rest (E4M3FNUZ, per-row or fp16x2 K
   // scales, a bias) runs in the tile kernel.
   const bool fp8_latents = problem.kv_quant == FMHA_KV_QUANT_FP8;
-  const bool mla_kernel =
-      FMHA_GPU_HAS_MLA_KERNEL && mla && !problem.has_bias &&
-      (!quantised || (fp8_latents && problem.fp8_format == FMHA_FP8_E4M3FN &&
-                      problem.kv_scale_kind == FMHA_KV_SCALE_F32 &&
-                      problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR));
+  const bool mla_kernel = FMHA_GPU_HAS_MLA_KERNEL && mla && !problem.has_bias &&
+                          (!quantised || (fp8_latents && problem.fp8_format == FMHA_FP8_E4M3FN &&
+                                          problem.kv_scale_kind == FMHA_KV_SCALE_F32 &&
+                                          problem.kv_scale_granularity == FMHA_SCALE_PER_TENSOR));
 #if FMHA_GPU_HAS_MLA_KERNEL
   if (mla_kernel) tile = ForwardTileInfo{32, fp8_latents ? 4 : 2, mla_smem_bytes(problem.q_dtype, fp8_latents)};
 #endif
@@ -313,11 +312,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d/%s%s",
                 dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
                 problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket,
-                streaming  ? "stream"
+                streaming    ? "stream"
                 : mla_kernel ? "mla"
                              : "n",
-                tile.block_n,
-                tile.stages, schedule_name, config.combine ? "+combine" : "");
+                tile.block_n, tile.stages, schedule_name, config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -506,9 +504,8 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   // (fp8 latents whose rows are only 4-byte aligned: the tile kernel's
   // 4-byte copies.)
   if (config.mla_kernel && (!quantised || params.kv_copy16))
-    st = problem.q_dtype == FMHA_DTYPE_BF16
-             ? launch_mla_forward_bf16(params, grid, device, stream, msg)
-             : launch_mla_forward_f16(params, grid, device, stream, msg);
+    st = problem.q_dtype == FMHA_DTYPE_BF16 ? launch_mla_forward_bf16(params, grid, device, stream, msg)
+                                            : launch_mla_forward_f16(params, grid, device, stream, msg);
   else
 #endif
 #if FMHA_GPU_HAS_QUANT_STREAM

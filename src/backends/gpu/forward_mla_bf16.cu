@@ -7,8 +7,7 @@
 
 namespace fmha::gpu {
 
-fmha_status launch_mla_forward_bf16(const ForwardParams &params, dim3 grid, int device, Stream stream,
-                                  fmha_msg msg) {
+fmha_status launch_mla_forward_bf16(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   return launch_mla<bf16_t>(params, grid, device, stream, msg);
 }
 

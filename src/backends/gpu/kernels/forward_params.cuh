@@ -206,8 +206,8 @@ __device__ __forceinline__ void key_row_location(const SeqLayout &s, int64_t b, 
   const int32_t page_mask = (1 << s.page_size_log2) - 1;
   if (s.kv_layout == FMHA_KV_PAGED) {
     const int64_t position = origin + key;
-    *outer = __ldg(s.block_table + b * s.block_table_stride[0] +
-                   (position >> s.page_size_log2) * s.block_table_stride[1]);
+    *outer =
+        __ldg(s.block_table + b * s.block_table_stride[0] + (position >> s.page_size_log2) * s.block_table_stride[1]);
     *inner = position & page_mask;
   } else if (s.kv_layout == FMHA_KV_RAGGED) {
     *outer = __ldg(s.kv_indices + (origin + (key >> s.page_size_log2)) * s.kv_indices_stride);

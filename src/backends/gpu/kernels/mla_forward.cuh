@@ -205,30 +205,18 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   constexpr int kNO = Tile::kOutTiles;
   constexpr int kR = Layout::kRowsPerLane;
 
-  Piece piece;
-  int32_t kv_len;
-  int32_t chunk;
-  if (!find_piece(p.work, p.seq, piece_index, &piece, &kv_len, &chunk)) return;
-  const QueryRange queries = query_range(p.seq, piece.batch);
-  const int32_t rows = queries.count * p.heads_per_kv;
-  const int32_t row0 = row_tile * Tile::kRows;
-  if (row0 >= rows) return;
-  const int32_t rows_here = min(Tile::kRows, rows - row0);
+  TileRows tile_rows;
+  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  const Piece &piece = tile_rows.piece;
+  const QueryRange &queries = tile_rows.queries;
+  const int32_t rows_here = tile_rows.rows_here;
+  const int32_t kv_lo = tile_rows.kv_lo;
+  const int32_t kv_hi = tile_rows.kv_hi;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / kWarpSize;
   const int lane = tid % kWarpSize;
   const int quad = lane % 4;
-
-  int32_t kv_lo;
-  int32_t kv_hi;
-  {
-    int64_t lo, hi, unused;
-    visible_keys(p, kv_len, queries.count, row0 / p.heads_per_kv, &lo, &unused);
-    visible_keys(p, kv_len, queries.count, (row0 + rows_here - 1) / p.heads_per_kv, &unused, &hi);
-    kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(piece.kv_begin)));
-    kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
-  }
 
   int32_t row_query[kR];
   int32_t row_head[kR];
@@ -239,17 +227,11 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   for (int r = 0; r < kR; ++r) {
     const int32_t row = Layout::row(lane, r);
     row_real[r] = row < rows_here;
-    const int32_t packed = row0 + min(row, rows_here - 1);
-    row_query[r] = packed / p.heads_per_kv;
-    row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-    int64_t lo, hi;
-    visible_keys(p, kv_len, queries.count, row_query[r], &lo, &hi);
-    vis_lo[r] = static_cast<int32_t>(max(lo, static_cast<int64_t>(kv_lo)));
-    vis_hi[r] = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(kv_hi) - 1), static_cast<int64_t>(-1)));
-    if (!row_real[r]) {
-      vis_lo[r] = 1;
-      vis_hi[r] = 0;
-    }
+    const RowKeys keys = row_keys(p, tile_rows, head_kv, row);
+    row_query[r] = keys.query;
+    row_head[r] = keys.head;
+    vis_lo[r] = keys.lo;
+    vis_hi[r] = keys.hi;
   }
   // The keys every real row of the tile sees (the same in every warp):
   // tiles inside need no mask.
@@ -554,7 +536,7 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   }
 
   // ---- LSE and output -----------------------------------------------------
-  const OutputTarget target = output_target(p, piece, chunk, queries);
+  const OutputTarget target = output_target(p, piece, tile_rows.chunk, queries);
   const int dim0 = warp * Tile::kDimsPerWarp;
 #pragma unroll
   for (int r = 0; r < kR; ++r) {

@@ -232,31 +232,20 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   constexpr int kWarpKeys = Tile::kWarpKeys;
   constexpr int kStages = Tile::kStages;
 
-  Piece piece;
-  int32_t kv_len;
-  int32_t chunk;
-  if (!find_piece(p.work, p.seq, piece_index, &piece, &kv_len, &chunk)) return;
-  const QueryRange queries = query_range(p.seq, piece.batch);
-  const int32_t rows = queries.count * p.heads_per_kv;
-  const int32_t row0 = row_tile * Tile::kRows;
-  if (row0 >= rows) return;
-  const int32_t rows_here = min(Tile::kRows, rows - row0);
+  TileRows tile_rows;
+  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  const Piece &piece = tile_rows.piece;
+  const QueryRange &queries = tile_rows.queries;
+  const int32_t row0 = tile_rows.row0;
+  const int32_t rows_here = tile_rows.rows_here;
+  const int32_t kv_lo = tile_rows.kv_lo;
+  const int32_t kv_hi = tile_rows.kv_hi;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int g = lane / 4;  // fragment group: key (S^T), head dim (O^T), query (B operands)
   const int t = lane % 4;
-
-  int32_t kv_lo;
-  int32_t kv_hi;
-  {
-    int64_t lo, hi, unused;
-    visible_keys(p, kv_len, queries.count, row0 / p.heads_per_kv, &lo, &unused);
-    visible_keys(p, kv_len, queries.count, (row0 + rows_here - 1) / p.heads_per_kv, &unused, &hi);
-    kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(piece.kv_begin)));
-    kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
-  }
 
   // The rows (queries) of this lane's S^T and O^T elements: columns 2 t,
   // 2 t + 1 of each 8-query n-tile, lane row r = 8 (r / 2) + 2 t + r % 2.
@@ -269,30 +258,15 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   float row_scale[kLR];
 #pragma unroll
   for (int r = 0; r < kLR; ++r) {
-    const int32_t row = lane_row(r);
-    const int32_t packed = row0 + min(row, rows_here - 1);
-    row_query[r] = packed / p.heads_per_kv;
-    row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-    int64_t lo, hi;
-    visible_keys(p, kv_len, queries.count, row_query[r], &lo, &hi);
-    vis_lo[r] = static_cast<int32_t>(max(lo, static_cast<int64_t>(kv_lo)));
-    vis_hi[r] = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(kv_hi) - 1), static_cast<int64_t>(-1)));
-    if (row >= rows_here) {
-      vis_lo[r] = 1;
-      vis_hi[r] = 0;
-    }
+    const RowKeys keys = row_keys(p, tile_rows, head_kv, lane_row(r));
+    row_query[r] = keys.query;
+    row_head[r] = keys.head;
+    vis_lo[r] = keys.lo;
+    vis_hi[r] = keys.hi;
     bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
                   row_query[r] * p.bias_stride[3];
     row_scale[r] = p.score_scale;
-    if (p.q_fp8) {
-      int64_t at = 0;
-      if (p.q_scale_granularity == FMHA_SCALE_PER_ROW)
-        at = queries.batch * p.q_scale_stride[0] + (queries.row0 + row_query[r]) * p.q_scale_stride[1] +
-             group * p.q_scale_stride[2] + row_head[r] * p.q_scale_stride[3];
-      else if (p.q_scale_granularity == FMHA_SCALE_PER_HEAD)
-        at = group * p.q_scale_stride[0] + row_head[r] * p.q_scale_stride[1];
-      row_scale[r] *= __ldg(p.q_scale + at);
-    }
+    if (p.q_fp8) row_scale[r] *= q_code_scale(p, queries, group, row_query[r], row_head[r]);
   }
 
   uint8_t *const q_tile = smem + Tile::kQOffset;
@@ -990,7 +964,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         o_part[lane_row(2 * n + e % 2) * Tile::kOPitch + 16 * m + g + 8 * (e / 2)] = acc[m][n][e] * v_norm;
   __syncthreads();
 
-  const OutputTarget target = output_target(p, piece, chunk, queries);
+  const OutputTarget target = output_target(p, piece, tile_rows.chunk, queries);
   constexpr int kPairs = kHeadDim / 2;
   for (int i = tid; i < rows_here * kPairs; i += Tile::kThreads) {
     const int row = i / kPairs;

@@ -291,7 +291,6 @@ class QuantKvTileLoader {
     key_row_location(seq_, batch_, seq_offset_, key, outer, inner);
   }
 
-
   const SeqLayout &seq_;
   const int64_t batch_;
   const bool int4_;

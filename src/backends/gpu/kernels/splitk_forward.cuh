@@ -236,6 +236,67 @@ __device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_
   *hi = last;
 }
 
+// What one CTA's row tile of a piece covers (the same in every forward
+// kernel): the piece, its sequence's key count and queries, the tile's
+// first packed row (query * heads_per_kv + head) and its real rows, and
+// the keys [kv_lo, kv_hi) of the piece any of them sees (the structural
+// mask trims whole tiles: causal rows skip the keys after them).
+struct TileRows {
+  Piece piece;
+  int32_t kv_len;
+  int32_t chunk;  // the piece's index in its sequence (o_partial)
+  QueryRange queries;
+  int32_t row0;
+  int32_t rows_here;
+  int32_t kv_lo;
+  int32_t kv_hi;
+};
+
+// Fills *t for piece `piece_index` and row tile `row_tile` of `tile_rows`
+// rows; false when there is no such piece or the tile is past the
+// sequence's rows (nothing to do). Uniform across the CTA.
+__device__ __forceinline__ bool find_tile_rows(const ForwardParams &p, int32_t piece_index, int32_t row_tile,
+                                               int32_t tile_rows, TileRows *t) {
+  if (!find_piece(p.work, p.seq, piece_index, &t->piece, &t->kv_len, &t->chunk)) return false;
+  t->queries = query_range(p.seq, t->piece.batch);
+  const int32_t rows = t->queries.count * p.heads_per_kv;
+  t->row0 = row_tile * tile_rows;
+  if (t->row0 >= rows) return false;
+  t->rows_here = min(tile_rows, rows - t->row0);
+  int64_t lo, hi, unused;
+  visible_keys(p, t->kv_len, t->queries.count, t->row0 / p.heads_per_kv, &lo, &unused);
+  visible_keys(p, t->kv_len, t->queries.count, (t->row0 + t->rows_here - 1) / p.heads_per_kv, &unused, &hi);
+  t->kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(t->piece.kv_begin)));
+  t->kv_hi =
+      static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(t->piece.kv_end)), static_cast<int64_t>(t->kv_lo)));
+  return true;
+}
+
+// Row `row` of a tile (0-based; a padding row past rows_here takes the last
+// real row's query and head): its query (index in the sequence), query head,
+// and the keys [lo, hi] of the piece it sees (empty for padding rows).
+struct RowKeys {
+  int32_t query;
+  int32_t head;
+  int32_t lo;
+  int32_t hi;
+};
+__device__ __forceinline__ RowKeys row_keys(const ForwardParams &p, const TileRows &t, int32_t head_kv, int32_t row) {
+  RowKeys k;
+  const int32_t packed = t.row0 + min(row, t.rows_here - 1);
+  k.query = packed / p.heads_per_kv;
+  k.head = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
+  int64_t lo, hi;
+  visible_keys(p, t.kv_len, t.queries.count, k.query, &lo, &hi);
+  k.lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(t.kv_lo)));
+  k.hi = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(t.kv_hi) - 1), static_cast<int64_t>(-1)));
+  if (row >= t.rows_here) {
+    k.lo = 1;
+    k.hi = 0;
+  }
+  return k;
+}
+
 // The scale of fp8 Q's codes in the row of query `query` (index within its
 // sequence) and head `head` (FMHA_FLAG_FP8_QK): per row, per head or one.
 __device__ __forceinline__ float q_code_scale(const ForwardParams &p, const QueryRange &queries, int32_t group,
@@ -381,31 +442,18 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   using T = typename Tile::QkType;
   using PvType = typename Tile::PvType;
 
-  Piece piece;
-  int32_t kv_len;
-  int32_t chunk;
-  if (!find_piece(p.work, p.seq, piece_index, &piece, &kv_len, &chunk)) return;
-  const QueryRange queries = query_range(p.seq, piece.batch);
-  const int32_t rows = queries.count * p.heads_per_kv;
-  const int32_t row0 = row_tile * Tile::kRows;
-  if (row0 >= rows) return;
-  const int32_t rows_here = min(Tile::kRows, rows - row0);
+  TileRows tile_rows;
+  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  const Piece &piece = tile_rows.piece;
+  const QueryRange &queries = tile_rows.queries;
+  const int32_t row0 = tile_rows.row0;
+  const int32_t rows_here = tile_rows.rows_here;
+  const int32_t kv_lo = tile_rows.kv_lo;
+  const int32_t kv_hi = tile_rows.kv_hi;
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / kWarpSize;
   const int lane = tid % kWarpSize;
-
-  // Keys of this piece that any row of the tile can see (the structural
-  // mask trims whole tiles: causal rows skip the keys after them).
-  int32_t kv_lo;
-  int32_t kv_hi;
-  {
-    int64_t lo, hi, unused;
-    visible_keys(p, kv_len, queries.count, row0 / p.heads_per_kv, &lo, &unused);
-    visible_keys(p, kv_len, queries.count, (row0 + rows_here - 1) / p.heads_per_kv, &unused, &hi);
-    kv_lo = static_cast<int32_t>(max(lo, static_cast<int64_t>(piece.kv_begin)));
-    kv_hi = static_cast<int32_t>(max(min(hi + 1, static_cast<int64_t>(piece.kv_end)), static_cast<int64_t>(kv_lo)));
-  }
 
   // Per fragment row of this lane: query index, head, visible keys
   // [vis_lo, vis_hi] (inside the piece; empty for padding rows), bias row.
@@ -416,18 +464,11 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   int64_t bias_row[kR];
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
-    const int32_t row = Layout::row(lane, r);
-    const int32_t packed = row0 + min(row, rows_here - 1);
-    row_query[r] = packed / p.heads_per_kv;
-    row_head[r] = head_kv * p.heads_per_kv + packed % p.heads_per_kv;
-    int64_t lo, hi;
-    visible_keys(p, kv_len, queries.count, row_query[r], &lo, &hi);
-    vis_lo[r] = static_cast<int32_t>(max(lo, static_cast<int64_t>(kv_lo)));
-    vis_hi[r] = static_cast<int32_t>(max(min(hi, static_cast<int64_t>(kv_hi) - 1), static_cast<int64_t>(-1)));
-    if (row >= rows_here) {
-      vis_lo[r] = 1;
-      vis_hi[r] = 0;
-    }
+    const RowKeys keys = row_keys(p, tile_rows, head_kv, Layout::row(lane, r));
+    row_query[r] = keys.query;
+    row_head[r] = keys.head;
+    vis_lo[r] = keys.lo;
+    vis_hi[r] = keys.hi;
     bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
                   row_query[r] * p.bias_stride[3];
   }
@@ -781,7 +822,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
   __syncthreads();
 
-  const OutputTarget target = output_target(p, piece, chunk, queries);
+  const OutputTarget target = output_target(p, piece, tile_rows.chunk, queries);
   const int dim0 = warp * Tile::kDimsPerWarp;
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
