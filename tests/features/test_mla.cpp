@@ -180,6 +180,12 @@ std::vector<AttentionCase> mla_feature_cases() {
   c.fp8_qk = true, c.fp8_pv = true, c.q_scale_granularity = FMHA_SCALE_PER_HEAD;
   c.error_bound = kFp8PvErrorBound, c.mask = FMHA_MASK_LOCAL, c.window_left = 50, c.sinks = true, c.split_k = 300;
   cases.push_back(c);
+  // Sequences without keys (O = 0, LSE = -inf) beside others.
+  c = mla("empty_sequences_bf16_s0", Dtype::bf16, 16, 2, false, {0, 70, 0});
+  cases.push_back(c);
+  c = mla("empty_sequences_fp8_s3", Dtype::bf16, 16, 1, true, {0, 33});
+  c.split_k = 3, c.sinks = true;
+  cases.push_back(c);
   c = mla("dense_bf16_s1", Dtype::bf16, 16, 1, false, {96, 96});
   c.kv_layout = FMHA_KV_DENSE, c.split_k = 1;
   cases.push_back(c);
