@@ -32,7 +32,10 @@
 //    an n-tile of the even dims and one of the odd dims of a 16-dim block;
 //  - Q (bf16) is scaled per row by a power of two into fp16's range and
 //    rounded once (fp16 holds bf16's 8 bits), P is fp16 (11 bits: one MMA),
-//    and the tensor scale multiplies S and O in fp32.
+//    and the tensor scale multiplies S and O in fp32;
+//  - fp8 Q (FMHA_FLAG_FP8_QK) is converted once per piece, its scale joins
+//    the scores'; fp8 P (FMHA_FLAG_FP8_PV) is P * 448 rounded to E4M3FN and
+//    back to fp16 (exact), 1 / 448 joining O's scale.
 // bf16 latents: bf16 MMAs, P split in a bf16 high and low part (two MMAs,
 // as the tile kernel) because 8 bits of P cost most of the error budget.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_MLA_FORWARD_CUH_
