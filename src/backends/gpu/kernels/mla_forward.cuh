@@ -576,14 +576,9 @@ __global__ void __launch_bounds__(MlaTile<T, kFp8, kFp8Q, kFp8P>::kThreads,
     mla_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = MlaTile<T, kFp8, kFp8Q, kFp8P>;
   extern __shared__ __align__(128) uint8_t smem[];
-  allow_dependent_grids();
-  const GridCell cell = grid_cell(p);
-  int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
-  for (int32_t i = 0; i < pieces; ++i) {
-    if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    mla_attend_piece<Tile>(p, smem, first_piece + i, cell.row_tile, cell.group, cell.head_kv);
-  }
+  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+    mla_attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
+  });
 }
 
 }  // namespace fmha::gpu::kernels

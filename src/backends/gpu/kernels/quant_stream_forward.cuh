@@ -1008,15 +1008,9 @@ __global__ void __launch_bounds__((StreamTile<T, kHeadDimBucket, kFormat, kQuery
                                   (StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kMinBlocksPerSm))
     quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
   extern __shared__ __align__(128) uint8_t smem[];
-  allow_dependent_grids();             // as the tile kernel
-  const GridCell cell = grid_cell(p);  // as the tile kernel's
-  int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
-  for (int32_t i = 0; i < pieces; ++i) {
-    if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, first_piece + i, cell.row_tile, cell.group,
-                                                          cell.head_kv);
-  }
+  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+    stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
+  });
 }
 
 }  // namespace fmha::gpu::kernels

@@ -852,22 +852,31 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
 }
 
-template <typename T, int kHeadDimBucket, bool kQuantised>
-__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads),
-                                       (ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm))
-    splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
-  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
-  extern __shared__ __align__(128) uint8_t smem[];
-  // The combine kernel may be scheduled into this grid's tail (it waits
-  // for the whole grid before it reads a partial).
+// The body of every forward kernel: `attend(piece_index, cell)` for each
+// piece of this CTA's work item, in order. The combine kernel may be
+// scheduled into the grid's tail (it waits for the whole grid before it
+// reads a partial).
+template <typename Attend>
+__device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend attend) {
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);
   int32_t first_piece = 0;
   const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
   for (int32_t i = 0; i < pieces; ++i) {
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    attend_piece<Tile>(p, smem, first_piece + i, cell.row_tile, cell.group, cell.head_kv);
+    attend(first_piece + i, cell);
   }
+}
+
+template <typename T, int kHeadDimBucket, bool kQuantised>
+__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads),
+                                       (ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm))
+    splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
+  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+    attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
+  });
 }
 
 }  // namespace fmha::gpu::kernels
