@@ -67,10 +67,9 @@ TEST(CudaBackend, AutoChoosesCuda) {
   EXPECT_GT(info.num_workers, 0) << "the plan should target the device's SMs";
 }
 
-// MLA reads f16, bf16 or fp8 latents on the GPU; int4 latents are refused
-// at plan time with a message that names them.
-TEST(CudaBackend, RefusesInt4MlaLatents) {
-  FMHA_SKIP_WITHOUT_CUDA();
+// An MLA decode problem (Hq 16, Hkv 1, Dqk 576, Dv 512, V from K) for the
+// CUDA backend, bf16.
+fmha_splitk_problem mla_problem() {
   fmha_splitk_problem p = small_problem();
   p.backend = FMHA_BACKEND_CUDA;
   p.heads_q = 16;
@@ -78,6 +77,14 @@ TEST(CudaBackend, RefusesInt4MlaLatents) {
   p.head_dim_qk = 576;
   p.head_dim_v = 512;
   p.flags = FMHA_FLAG_V_FROM_K;
+  return p;
+}
+
+// MLA reads f16, bf16 or fp8 latents on the GPU; int4 latents are refused
+// at plan time with a message that names them.
+TEST(CudaBackend, RefusesInt4MlaLatents) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  fmha_splitk_problem p = mla_problem();
   p.kv_quant = FMHA_KV_QUANT_INT4;
   p.kv_quant_groups = 1;
   fmha_splitk_plan_t raw = nullptr;
@@ -90,8 +97,8 @@ TEST(CudaBackend, RefusesInt4MlaLatents) {
 // MLA decode runs in its own kernel (kernel name "_mla32") for bf16 / f16
 // latents and E4M3FN ones with one float scale (with fp8 Q and P or not);
 // what that kernel does not handle (a bias, E4M3FNUZ codes) runs in the
-// tile kernel. The
-// features suite (test_mla.cpp) checks both against the oracle.
+// tile kernel. The features suite (test_mla.cpp) checks both against the
+// oracle.
 TEST(CudaBackend, MlaKernelChoice) {
   FMHA_SKIP_WITHOUT_CUDA();
   const auto kernel_name = [](const fmha_splitk_problem &problem) {
@@ -102,13 +109,7 @@ TEST(CudaBackend, MlaKernelChoice) {
     fmha_check(fmha_splitk_get_plan_info(plan.get(), &info), "fmha_splitk_get_plan_info");
     return std::string(info.kernel_name);
   };
-  fmha_splitk_problem p = small_problem();
-  p.backend = FMHA_BACKEND_CUDA;
-  p.heads_q = 16;
-  p.heads_kv = 1;
-  p.head_dim_qk = 576;
-  p.head_dim_v = 512;
-  p.flags = FMHA_FLAG_V_FROM_K;
+  fmha_splitk_problem p = mla_problem();
   EXPECT_NE(kernel_name(p).find("_mla32_s2"), std::string::npos) << kernel_name(p);
   p.q_dtype = FMHA_DTYPE_F16;
   EXPECT_NE(kernel_name(p).find("_mla32_s2"), std::string::npos) << kernel_name(p);
