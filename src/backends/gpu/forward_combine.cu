@@ -1,9 +1,9 @@
 // The combine step of the split-K forward: each split sequence's partial
 // slots (fp32 O and LSE in the workspace) are merged in piece order into O
-// and LSE, and the sinks join the denominator here, once. One warp per
+// and LSE, and the sinks join the denominator here, once. One block per
 // query row (the shared gpu::combine_row), in a fixed order over the slots:
 // deterministic, no atomics. This file maps the grid onto the rows of the
-// CUDA forward path's parameters.
+// forward path's parameters.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -16,11 +16,9 @@
 namespace fmha::gpu {
 namespace {
 
-// Rows (warps) per block.
-constexpr int kCombineWarps = 4;
-
-__global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
+__global__ void __launch_bounds__(gpu::kCombineThreads)
     split_combine_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
+  __shared__ gpu::CombineShared shared;
   // Launched overlapping the forward kernel, whose partials it reads.
   gpu::wait_for_prior_grids();
   int32_t batch = 0;
@@ -31,11 +29,9 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
   const int64_t mq = p.seq.max_q_seqlen;
   const int64_t slot_rows = static_cast<int64_t>(p.groups) * p.heads_q * mq;  // LSE entries per slot
   const int32_t rows = p.groups * p.heads_q * queries.count;
-  const int warp = static_cast<int>(threadIdx.x) / gpu::kWarpSize;
-  const int lane = static_cast<int>(threadIdx.x) % gpu::kWarpSize;
 
-  for (int32_t row = static_cast<int32_t>(blockIdx.y) * kCombineWarps + warp; row < rows;
-       row += static_cast<int32_t>(gridDim.y) * kCombineWarps) {
+  // (Uniform across the block: combine_row synchronises it.)
+  for (int32_t row = static_cast<int32_t>(blockIdx.y); row < rows; row += static_cast<int32_t>(gridDim.y)) {
     const int32_t query = row % queries.count;
     const int32_t group_head = row / queries.count;  // group * Hq + head
     const int32_t head = group_head % p.heads_q;
@@ -47,7 +43,7 @@ __global__ void __launch_bounds__(kCombineWarps *gpu::kWarpSize)
                      group * p.sinks_stride[0] + head * p.sinks_stride[1], p.o, p.o_elem, o_row, p.lse,
                      queries.batch * p.lse_stride[0] + group * p.lse_stride[1] + head * p.lse_stride[2] +
                          out_query * p.lse_stride[3],
-                     lane);
+                     shared);
   }
 }
 
@@ -68,13 +64,13 @@ fmha_status launch_split_combine(const ForwardParams &params, int64_t items, boo
     }
     overlap = version >= 90;
   }
-  // Enough warps per item for the rows of a sequence (G * Hq * Mq), within
-  // the grid's y limit; the kernel loops over the rest.
+  // A block per row of a sequence (G * Hq * Mq), within the grid's y limit;
+  // the kernel loops over the rest.
   const int64_t rows = static_cast<int64_t>(params.groups) * params.heads_q * params.seq.max_q_seqlen;
-  const int64_t row_blocks = std::min<int64_t>((rows + kCombineWarps - 1) / kCombineWarps, 65535);
+  const int64_t row_blocks = std::min<int64_t>(rows, 65535);
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(std::max<int64_t>(row_blocks, 1)));
   const Error err =
-      launch_overlapping(overlap, split_combine_kernel, grid, dim3(kCombineWarps * gpu::kWarpSize), 0, stream, params);
+      launch_overlapping(overlap, split_combine_kernel, grid, dim3(gpu::kCombineThreads), 0, stream, params);
   if (err != kSuccess) return status_from(err, "split_combine_kernel", msg);
   FMHA_GPU_CHECK_LAUNCH("split_combine_kernel", msg);
   return FMHA_STATUS_SUCCESS;

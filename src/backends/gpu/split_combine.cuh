@@ -1,9 +1,9 @@
 // The split combine of one query row (DESIGN 5.1): the partial slots of a
 // split sequence (fp32 O and LSE in the workspace) merged in piece order
 // into O and LSE, with the attention sink joining the denominator here,
-// once. One warp (CUDA) or wavefront (HIP) per row, each lane holding
-// kCombineVectors float4 groups of the head dim; a fixed order over the
-// slots, so deterministic and atomic-free.
+// once. One block of kCombineThreads threads per row: the slots are dealt
+// over the block so that all their loads are in flight at once, and every
+// sum is taken in a fixed order (deterministic, no atomics).
 //
 // Vendor-neutral: the caller (a backend's combine kernel) finds the row and
 // its slots from its forward parameters and passes the addresses.
@@ -18,12 +18,39 @@
 
 namespace fmha::gpu {
 
-// The largest head dim the combine holds (MLA's Dv = 512).
+// The largest head dim the combine holds (MLA's Dv = 512): one float4 of
+// it per thread of the block.
 constexpr int kCombineMaxHeadDim = 512;
-// float4 groups of the head dim per lane: 4 x 4 x 32 lanes (CUDA) or
-// 2 x 4 x 64 lanes (HIP) = 512 dims.
-constexpr int kCombineVectors = kCombineMaxHeadDim / (4 * kWarpSize);
-static_assert(kCombineVectors * 4 * kWarpSize == kCombineMaxHeadDim, "the lanes must cover the head dim exactly");
+constexpr int kCombineThreads = kCombineMaxHeadDim / 4;
+static_assert(kCombineThreads % kWarpSize == 0, "whole warps / wavefronts");
+
+// Slots whose weights one pass of the O loop holds in shared memory.
+constexpr int kCombineSlotsPerPass = kCombineThreads;
+// Slot loads a thread keeps in flight.
+constexpr int kCombineLoadsInFlight = 8;
+
+// The block's shared memory for combine_row.
+struct CombineShared {
+  float warp_value[kCombineThreads / kWarpSize];  // block reductions
+  float weight[kCombineSlotsPerPass];             // exp(LSE_i - LSE) of a pass's slots
+  float4 partial_o[kCombineThreads];              // each thread's share of O
+};
+
+// `x` reduced by the commutative `op` over the block, on every thread, in a
+// fixed order (butterflies within warps, then the warps in index order).
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float x, Op op, CombineShared &shared) {
+  const LaneGroup warp(kWarpSize);
+  x = warp.reduce(x, op);
+  const int t = static_cast<int>(threadIdx.x);
+  if (t % kWarpSize == 0) shared.warp_value[t / kWarpSize] = x;
+  __syncthreads();
+  float all = shared.warp_value[0];
+#pragma unroll
+  for (int w = 1; w < kCombineThreads / kWarpSize; ++w) all = op(all, shared.warp_value[w]);
+  __syncthreads();  // warp_value is free again
+  return all;
+}
 
 // Four floats rounded to O's element type, stored at element `index` of
 // `base` (16 bytes for f32, 8 for f16 / bf16).
@@ -43,7 +70,8 @@ __device__ __forceinline__ void store_quad(void *base, int32_t elem, int64_t ind
   }
 }
 
-// Merges `slots` partial slots into one row of O (and LSE).
+// Merges `slots` partial slots into one row of O (and LSE); called by every
+// thread of a kCombineThreads block (it synchronises the block).
 //   ws_o, ws_lse    the workspace partials: slot s's entry for this row is
 //                   (first_slot + s) * slot_rows + row_in_slot, its O the
 //                   head_dim_v floats from entry * head_dim_v
@@ -51,96 +79,87 @@ __device__ __forceinline__ void store_quad(void *base, int32_t elem, int64_t ind
 //                   head
 //   o, o_elem, o_row  O's data, element type and the row's first element
 //   lse, lse_row    LSE (null when not wanted) and the row's element
-//   lane            this thread's lane in its warp / wavefront
 // (Bases and offsets rather than row pointers: an offset is only applied
 // where its tensor is present.)
 //
-// Two passes: the merged LSE from the slots' LSE values alone, then O as
-// the sum of exp(LSE_i - LSE) O_i. The lanes take the slots' LSE values a
-// warp's width at a time, reduced by butterflies (every lane the bitwise
-// same maximum and sum, in a fixed order), and each lane keeps its slots'
-// weights for the O pass, which broadcasts them: the loads of a pass do not
-// wait for one another. (A running log-sum-exp made each slot's O load wait
-// for its LSE load and each LSE for the previous rescale: about 20 us for
-// 16 slots on an H200; a slot-by-slot LSE pass still waited for one load
-// latency per 8 slots.)
+// Two passes: the merged LSE from the slots' LSE values alone (thread t
+// loads slot t, t + kCombineThreads, ...), then O as the sum of exp(LSE_i -
+// LSE) O_i: the head dim's float4 groups take `lanes` threads, and the
+// kCombineThreads / lanes groups of threads take the slots in turn, each
+// with kCombineLoadsInFlight loads in flight; their sums are added in group
+// order. A row thus waits for about two load latencies, however many slots
+// it has up to a few hundred. (One warp per row, looping over the slots,
+// took 5-13 us after the forward kernel on an H200: only 32 warps for a
+// B = 1 problem's 32 rows, each waiting for its slots 8 at a time.)
 __device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_lse, int32_t first_slot, int32_t slots,
                                             int64_t slot_rows, int64_t row_in_slot, int head_dim_v, const float *sinks,
                                             int64_t sink, void *o, int32_t o_elem, int64_t o_row, float *lse,
-                                            int64_t lse_row, int lane) {
-  const LaneGroup warp(kWarpSize);
-  const int vectors = head_dim_v / 4;
+                                            int64_t lse_row, CombineShared &shared) {
+  const int t = static_cast<int>(threadIdx.x);
   const float *lse_of_slot = ws_lse + first_slot * slot_rows + row_in_slot;  // slot i at [i * slot_rows]
+  const auto slot_lse = [&](int32_t i) { return i < slots ? lse_of_slot[i * slot_rows] : kNegInf; };
   // The sink is one more partial with LSE = sink and O = 0.
   const float sink_lse = sinks != nullptr ? sinks[sink] : kNegInf;
-  // This lane's slots: lane, lane + kWarpSize, ...; the LSE values of the
-  // first kSlotsKept of them stay in registers for the weights (-inf past
-  // the last slot: no share of the sums, weight 0).
-  constexpr int kSlotsKept = 2;
-  float kept_lse[kSlotsKept];
-#pragma unroll
-  for (int k = 0; k < kSlotsKept; ++k) {
-    const int32_t i = lane + k * kWarpSize;
-    kept_lse[k] = i < slots ? lse_of_slot[i * slot_rows] : kNegInf;
-  }
-  float max_lse = kNegInf;
-#pragma unroll
-  for (int k = 0; k < kSlotsKept; ++k) max_lse = propagating_max(kept_lse[k], max_lse);
-  for (int32_t i = lane + kSlotsKept * kWarpSize; i < slots; i += kWarpSize)
-    max_lse = propagating_max(lse_of_slot[i * slot_rows], max_lse);
-  max_lse = propagating_max(sink_lse, warp.reduce(max_lse, [](float a, float b) { return propagating_max(a, b); }));
-  float sum_exp = 0.f;
-#pragma unroll
-  for (int k = 0; k < kSlotsKept; ++k) sum_exp += exp_relative(kept_lse[k], max_lse);
-  for (int32_t i = lane + kSlotsKept * kWarpSize; i < slots; i += kWarpSize)
-    sum_exp += exp_relative(lse_of_slot[i * slot_rows], max_lse);
-  sum_exp = exp_relative(sink_lse, max_lse) + warp.sum(sum_exp);
+  const float kept_lse = slot_lse(t);  // the first pass's weights come from it
+  const auto max_op = [](float a, float b) { return propagating_max(a, b); };
+  float max_lse = kept_lse;
+  for (int32_t i = t + kCombineThreads; i < slots; i += kCombineThreads) max_lse = max_op(slot_lse(i), max_lse);
+  max_lse = max_op(sink_lse, block_reduce(max_lse, max_op, shared));
+  float sum_exp = exp_relative(kept_lse, max_lse);
+  for (int32_t i = t + kCombineThreads; i < slots; i += kCombineThreads) sum_exp += exp_relative(slot_lse(i), max_lse);
+  sum_exp = exp_relative(sink_lse, max_lse) + block_reduce(sum_exp, [](float a, float b) { return a + b; }, shared);
   const float merged_lse = lse_of(max_lse, sum_exp);
 
-  float4 acc[kCombineVectors];
+  const int vectors = head_dim_v / 4;
+  int lanes = kWarpSize / 2;
+  while (lanes < vectors) lanes *= 2;
+  const int groups = kCombineThreads / lanes;
+  const int quad = t % lanes;
+  const int group = t / lanes;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int32_t base = 0; base < slots; base += kCombineSlotsPerPass) {
+    shared.weight[t] = merge_weight(base == 0 ? kept_lse : slot_lse(base + t), merged_lse);
+    __syncthreads();
+    const int32_t count = min(kCombineSlotsPerPass, slots - base);
+    if (quad < vectors) {
+      for (int32_t j0 = group; j0 < count; j0 += kCombineLoadsInFlight * groups) {
+        float weight[kCombineLoadsInFlight];
+        float4 x[kCombineLoadsInFlight];
 #pragma unroll
-  for (int v = 0; v < kCombineVectors; ++v) acc[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-  // Slots base .. base + kWarpSize - 1, lane j holding slot base + j's LSE.
-  const auto add_slots = [&](int32_t base, float lane_lse) {
-    const float lane_weight = merge_weight(lane_lse, merged_lse);
-    const int32_t count = min(kWarpSize, slots - base);
-    const auto add_slot = [&](int32_t j) {
-      const float weight = warp.broadcast(lane_weight, j);
-      const float4 *o_i =
-          reinterpret_cast<const float4 *>(ws_o + ((first_slot + base + j) * slot_rows + row_in_slot) * head_dim_v);
-#pragma unroll
-      for (int v = 0; v < kCombineVectors; ++v) {
-        const int index = lane + kWarpSize * v;
-        if (index < vectors) {
+        for (int k = 0; k < kCombineLoadsInFlight; ++k) {
+          const int32_t j = j0 + k * groups;
+          weight[k] = j < count ? shared.weight[j] : 0.f;
           // An empty partial (weight 0) holds O = 0: skip its bytes.
-          const float4 x = weight != 0.f ? o_i[index] : make_float4(0.f, 0.f, 0.f, 0.f);
-          acc[v].x += weight * x.x;
-          acc[v].y += weight * x.y;
-          acc[v].z += weight * x.z;
-          acc[v].w += weight * x.w;
+          x[k] = weight[k] != 0.f ? reinterpret_cast<const float4 *>(
+                                        ws_o + ((first_slot + base + j) * slot_rows + row_in_slot) * head_dim_v)[quad]
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int k = 0; k < kCombineLoadsInFlight; ++k) {
+          acc.x += weight[k] * x[k].x;
+          acc.y += weight[k] * x[k].y;
+          acc.z += weight[k] * x[k].z;
+          acc.w += weight[k] * x[k].w;
         }
       }
-    };
-    // Eight slots' loads in flight at a time (unrolled by hand: a runtime
-    // trip count with shuffles inside is not unrolled by HIP's compiler).
-    int32_t j = 0;
-    for (; j + 8 <= count; j += 8) {
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) add_slot(j + jj);
     }
-    for (; j < count; ++j) add_slot(j);
-  };
-#pragma unroll
-  for (int k = 0; k < kSlotsKept; ++k)
-    if (k * kWarpSize < slots) add_slots(k * kWarpSize, kept_lse[k]);
-  for (int32_t base = kSlotsKept * kWarpSize; base < slots; base += kWarpSize)
-    add_slots(base, base + lane < slots ? lse_of_slot[(base + lane) * slot_rows] : kNegInf);
-#pragma unroll
-  for (int v = 0; v < kCombineVectors; ++v) {
-    const int index = lane + kWarpSize * v;
-    if (index < vectors) store_quad(o, o_elem, o_row + 4 * index, acc[v]);
+    __syncthreads();  // the weights are read; the next pass rewrites them
   }
-  if (lane == 0 && lse != nullptr) lse[lse_row] = merged_lse;
+  shared.partial_o[t] = acc;
+  __syncthreads();
+  if (group == 0 && quad < vectors) {
+    float4 sum = shared.partial_o[quad];
+    for (int g = 1; g < groups; ++g) {
+      const float4 x = shared.partial_o[g * lanes + quad];
+      sum.x += x.x;
+      sum.y += x.y;
+      sum.z += x.z;
+      sum.w += x.w;
+    }
+    store_quad(o, o_elem, o_row + 4 * quad, sum);
+  }
+  if (t == 0 && lse != nullptr) lse[lse_row] = merged_lse;
+  __syncthreads();  // partial_o is free for the block's next row
 }
 
 }  // namespace fmha::gpu
