@@ -10,7 +10,11 @@ run must move (K and V of the valid keys and Q read, O written), the same for
 every implementation of a problem, so the points compare like with like; the
 horizontal line is the read ceiling measured in the same run as ours.
 
-Usage: python3 bench/merge_results.py OURS.json PEERS.json
+With --mla, the MLA problems of bench/mla_bench.py (run in the same device
+call) join the file as their own rows (kinds mla, mla_fp8, mla_fp8kv,
+mla_varlen); no peer is timed on them yet, so their "peers" are empty.
+
+Usage: python3 bench/merge_results.py OURS.json PEERS.json [--mla MLA.json]
                                       [--out docs/performance/h200.json]
                                       [--plot FILE.png | --no-plot]
 Standard library only; the plot needs matplotlib and is skipped without it.
@@ -50,6 +54,26 @@ def merge(ours, peers):
     return ours
 
 
+# bench/mla_bench.py's page size, for its files written before it recorded it.
+MLA_PAGE_SIZE = 64
+
+
+def add_mla(merged, mla):
+    """Appends the rows of bench/mla_bench.py's JSON, in the schema of the
+    others: no host cost measured (null), no peer timed (empty)."""
+    names = {p["name"] for p in merged["problems"]}
+    for row in mla.get("problems", []):
+        if row["name"] in names:
+            warn(f"{row['name']}: already in ours; the MLA row is left out")
+            continue
+        row = dict(row)
+        row.setdefault("page_size", MLA_PAGE_SIZE)
+        row.setdefault("host_run_us", None)
+        row["peers"] = {}
+        merged["problems"].append(row)
+    return merged
+
+
 def bytes_moved(problem, read_gbps):
     """Bytes a run must move, recovered from pct_read (which counts them);
     K and V alone where that is missing."""
@@ -71,25 +95,29 @@ def plot(merged, path):
     series = {}
     for problem in merged["problems"]:
         moved = bytes_moved(problem, read_gbps)
-        times = {OURS: problem.get("time_us")}
+        # MLA rows (Dqk 576 from one latent row) as their own series.
+        mine = OURS + " (MLA)" if problem.get("kind", "").startswith("mla") else OURS
+        times = {mine: problem.get("time_us")}
         times.update(problem.get("peers", {}))
         for name, time_us in times.items():
             if time_us:
                 series.setdefault(name, []).append((problem["kv_bytes"], moved / (time_us * 1e3)))
     fig, ax = plt.subplots(figsize=(10.5, 5.5))
     markers = "os^vD<>px*"
-    for index, (name, points) in enumerate(sorted(series.items(), key=lambda s: s[0] != OURS)):
+    for index, (name, points) in enumerate(sorted(series.items(), key=lambda s: not s[0].startswith(OURS + " ")
+                                                   and s[0] != OURS)):
         points.sort()
+        ours = name.startswith(OURS + " ") or name == OURS
         ax.plot([p[0] for p in points], [p[1] for p in points], linestyle="none",
-                marker=markers[index % len(markers)], markersize=7 if name == OURS else 5,
-                label=name, zorder=3 if name == OURS else 2)
+                marker=markers[index % len(markers)], markersize=7 if ours else 5,
+                label=name, zorder=3 if ours else 2)
     if read_gbps:
         ax.axhline(read_gbps, color="black", linestyle="--", linewidth=1,
                    label=f"read ceiling ({read_gbps:.0f} GB/s)")
     ax.set_xscale("log")
     ax.set_xlabel("KV cache bytes (K + V of the valid keys)")
     ax.set_ylabel("achieved bandwidth (GB/s: bytes of K, V, Q, O / time)")
-    ax.set_title(f"{merged.get('gpu', '?')}: decode attention, bf16 (commit {merged.get('commit') or '?'})")
+    ax.set_title(f"{merged.get('gpu', '?')}: decode attention (commit {merged.get('commit') or '?'})")
     ax.set_ylim(bottom=0, top=max([read_gbps or 0] + [p[1] for s in series.values() for p in s]) * 1.08)
     ax.grid(True, which="both", alpha=0.3)
     # Outside the axes: points fill the lower right, the ceiling the top.
@@ -104,6 +132,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ours", help="JSON written by fmha-splitk bench --out")
     ap.add_argument("peers", help="JSON written by bench/peers.py --out")
+    ap.add_argument("--mla", help="JSON written by bench/mla_bench.py --out (same device call)")
     ap.add_argument("--out", default=os.path.join("docs", "performance", "h200.json"))
     ap.add_argument("--plot", help="PNG to write (default: --out with .png)")
     ap.add_argument("--no-plot", action="store_true")
@@ -113,6 +142,9 @@ def main():
     with open(args.peers) as f:
         peers = json.load(f)
     merged = merge(ours, peers)
+    if args.mla:
+        with open(args.mla) as f:
+            merged = add_mla(merged, json.load(f))
     directory = os.path.dirname(args.out)
     if directory:
         os.makedirs(directory, exist_ok=True)

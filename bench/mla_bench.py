@@ -126,7 +126,7 @@ def run_problem(name, lens, replays, gen, fp8=False, fp8_q=False):
     plan.close() if hasattr(plan, "close") else None
     kind = ("mla" if len(set(lens)) == 1 else "mla_varlen") if not fp8 else "mla_fp8" if fp8_q else "mla_fp8kv"
     return dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16",
-                reference=name[:name.rindex("_fp8")] if fp8 else None,
+                reference=name[:name.rindex("_fp8")] if fp8 else None, page_size=PAGE,
                 kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
                 kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
 
