@@ -12,7 +12,7 @@ horizontal line is the read ceiling measured in the same run as ours.
 
 With --mla, the MLA problems of bench/mla_bench.py (run in the same device
 call) join the file as their own rows (kinds mla, mla_fp8, mla_fp8kv,
-mla_varlen); no peer is timed on them yet, so their "peers" are empty.
+mla_varlen), with the peers mla_bench.py --peers timed (else empty).
 
 Usage: python3 bench/merge_results.py OURS.json PEERS.json [--mla MLA.json]
                                       [--out docs/performance/h200.json]
@@ -60,7 +60,8 @@ MLA_PAGE_SIZE = 64
 
 def add_mla(merged, mla):
     """Appends the rows of bench/mla_bench.py's JSON, in the schema of the
-    others: no host cost measured (null), no peer timed (empty)."""
+    others: no host cost measured (null); peers as timed (empty without
+    --peers)."""
     names = {p["name"] for p in merged["problems"]}
     for row in mla.get("problems", []):
         if row["name"] in names:
@@ -69,7 +70,7 @@ def add_mla(merged, mla):
         row = dict(row)
         row.setdefault("page_size", MLA_PAGE_SIZE)
         row.setdefault("host_run_us", None)
-        row["peers"] = {}
+        row.setdefault("peers", {})  # mla_bench.py --peers: SDPA on dense copies
         merged["problems"].append(row)
     return merged
 

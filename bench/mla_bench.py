@@ -14,16 +14,28 @@ captured into one CUDA graph, one run per set, median per call over >= 50
 replays. Each problem's first set is checked against a float32 reference
 on two sequences. Prints one line per problem and writes --out JSON.
 
+With --peers, PyTorch SDPA (each backend forced, as bench/peers.py) is
+timed on each bf16 problem over dense copies of the same sets: Q as [B, 16,
+1, 576], the latents gathered from their pages into [B, 1, L, 576] (V their
+first 512 dims, a view), native GQA, a key-padding mask for varying
+lengths; checked against the same reference. The issue's floor for fp8 is
+SDPA on dequantised copies, which is the bf16 row's shape and time: an fp8
+row's "peers" are its bf16 row's ("peers_from" names it). (Written in a
+session without a device: not yet run.)
+
 Usage: FMHA_SPLITK_LIBRARY=.../libfmha_splitk.so PYTHONPATH=python \\
-       python3 bench/mla_bench.py [--out mla.json] [--read-gbps 4540]
+       python3 bench/mla_bench.py [--out mla.json] [--read-gbps 4540] [--fp8] [--peers]
 """
 import argparse
 import json
 import statistics
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import fmha_splitk
+from peers import time_calls  # bench/peers.py: graph capture and timing of the peers
 
 L2_BYTES = 60 * 2**20
 DQK, DV, HQ, PAGE = 576, 512, 16, 64
@@ -77,7 +89,60 @@ def reference(s, lens, b):
     return p @ lat[:, :DV]
 
 
-def run_problem(name, lens, replays, gen, fp8=False, fp8_q=False):
+PEER_BACKENDS = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION,
+                 "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+def dense_copy(s, lens):
+    """A set as SDPA takes it: Q [B, 16, 1, 576] and the latents gathered
+    from their pages into [B, 1, Lmax, 576], bf16 (fp8 dequantised)."""
+    batch, lmax = len(lens), max(lens)
+    rows = (s["table"].long()[:, :, None] * PAGE + torch.arange(PAGE, device="cuda")).reshape(batch, -1)[:, :lmax]
+    lat = s["k"][rows, 0]  # [B, Lmax, 576]; past a sequence's end: page 0's rows, masked
+    if s["scale"] is not None:
+        lat = (lat.view(torch.float8_e4m3fn).float() * s["scale"]).to(torch.bfloat16)
+    q = s["q"]
+    if s["q_scale"] is not None:
+        q = (q.float() * s["q_scale"]).to(torch.bfloat16)
+    return q.transpose(1, 2).contiguous(), lat[:, None].contiguous()
+
+
+def time_peers(data, lens, replays):
+    """{peer: median us per call or None}, {peer: why not} for SDPA on dense copies of `data`."""
+    copies = [dense_copy(d, lens) for d in data]
+    mask = None
+    if len(set(lens)) > 1:
+        lengths = torch.tensor(lens, device="cuda")
+        mask = (torch.arange(max(lens), device="cuda")[None, :] < lengths[:, None])[:, None, None, :]
+    refs = {b: reference(data[0], lens, b) for b in (0, len(lens) - 1)}
+    times, errors = {}, {}
+    for peer, backend in PEER_BACKENDS.items():
+        def make(q, kv, backend=backend):
+            def call():
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, kv, kv[..., :DV], attn_mask=mask, scale=DQK ** -0.5,
+                                                          enable_gqa=True)
+            return call
+        calls = [make(q, kv) for q, kv in copies]
+        times[peer] = None
+        try:
+            out = calls[0]()
+            err = max(((out[b, :, 0].float() - ref).norm() / ref.norm()).item() for b, ref in refs.items())
+            if not err < 2e-2:
+                errors[peer] = f"wrong result: relative error {err:.3g}"
+                continue
+            times[peer] = time_calls(calls, replays)[0]
+        except Exception as e:  # record why the peer cannot run this problem
+            lines = str(e).strip().splitlines()
+            errors[peer] = (lines[0] if lines else type(e).__name__)[:300]
+        finally:
+            torch.cuda.synchronize()
+    del copies
+    torch.cuda.empty_cache()
+    return times, errors
+
+
+def run_problem(name, lens, replays, gen, fp8=False, fp8_q=False, peers=False):
     seq_bytes = sum(lens) * DQK * (1 if fp8 else 2)
     sets = max(2, min(32, -(-8 * L2_BYTES // seq_bytes)))
     data = [make_set(lens, gen, fp8, fp8_q) for _ in range(sets)]
@@ -125,10 +190,13 @@ def run_problem(name, lens, replays, gen, fp8=False, fp8_q=False):
     info = plan.info
     plan.close() if hasattr(plan, "close") else None
     kind = ("mla" if len(set(lens)) == 1 else "mla_varlen") if not fp8 else "mla_fp8" if fp8_q else "mla_fp8kv"
-    return dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16",
-                reference=name[:name.rindex("_fp8")] if fp8 else None, page_size=PAGE,
-                kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
-                kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
+    row = dict(name=name, kind=kind, dtype="fp8" if fp8 else "bf16",
+               reference=name[:name.rindex("_fp8")] if fp8 else None, page_size=PAGE,
+               kv_bytes=seq_bytes, time_us=statistics.median(times), rel_err=err,
+               kernel=str(getattr(info, "kernel_name", getattr(info, "kernel", ""))), sets=sets)
+    if peers:
+        row["peers"], row["peer_errors"] = time_peers(data, lens, replays)
+    return row
 
 
 def main():
@@ -137,6 +205,7 @@ def main():
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--read-gbps", type=float, default=0.0, help="read bandwidth of the same run, for pct_read")
     ap.add_argument("--fp8", action="store_true", help="also time fp8 latents (kind mla_fp8) beside each bf16 problem")
+    ap.add_argument("--peers", action="store_true", help="also time PyTorch SDPA on dense bf16 copies")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
@@ -152,15 +221,21 @@ def main():
     results = []
     for name, lens, fp8, fp8_q in runs:
         try:
-            r = run_problem(name, lens, args.replays, gen, fp8, fp8_q)
+            r = run_problem(name, lens, args.replays, gen, fp8, fp8_q, peers=args.peers and not fp8)
         except Exception as e:  # report and go on
             print(f"{name:26s} FAILED: {e}", flush=True)
             continue
+        if args.peers and fp8:
+            # SDPA on the dequantised copy: the bf16 row's shape and time.
+            bf16 = next((x for x in results if x["name"] == r["reference"]), None)
+            if bf16 is not None:
+                r["peers"], r["peers_from"] = dict(bf16.get("peers", {})), bf16["name"]
         if args.read_gbps > 0:
             r["pct_read"] = 100.0 * r["kv_bytes"] / (r["time_us"] * 1e-6) / (args.read_gbps * 1e9)
         results.append(r)
+        peer_times = "".join(f"  {p} {t:.1f}" for p, t in r.get("peers", {}).items() if t is not None)
         print(f"{name:26s} {r['kv_bytes'] / 2**20:8.1f} MiB {r['time_us']:9.2f} us "
-              f"{r.get('pct_read', 0):6.1f}% read  err {r['rel_err']:.2e}  {r['kernel']}", flush=True)
+              f"{r.get('pct_read', 0):6.1f}% read  err {r['rel_err']:.2e}  {r['kernel']}{peer_times}", flush=True)
     json.dump(dict(problems=results), open(args.out, "w"), indent=1)
 
 
