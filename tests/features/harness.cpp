@@ -237,6 +237,16 @@ Fp8Quantised quantise_fp8(const Tensor &t, int32_t format, bool with_shift, int3
   return out;
 }
 
+// A copy of `t` whose innermost dim is followed by `pad` elements of
+// poison (0xff: an fp8 NaN code, a NaN of any float type), so that reading
+// past a row shows.
+Tensor with_padded_rows(const Tensor &t, int64_t pad) {
+  Tensor out(t.dtype(), t.shape(), strides_for(t.shape(), identity_order(t.shape().size()), pad));
+  out.poison();
+  t.for_each_index([&](const std::vector<int64_t> &i) { out.set(i, t.get(i)); });
+  return out;
+}
+
 // Turns a built case's K/V (and, with fp8_qk, Q) into the quantised inputs
 // it names, fills the problem's quantisation fields and keeps the
 // dequantised tensors for the oracle.
@@ -245,6 +255,8 @@ void quantise_inputs(AttentionData &d) {
   if (spec.kv_quant == FMHA_KV_QUANT_NONE && !spec.v_from_k && !spec.fp8_qk && !spec.fp8_pv) return;
   if (spec.kv_quant != FMHA_KV_QUANT_NONE && (spec.strided_kv || spec.kv_head_stride0))
     throw std::invalid_argument("harness: quantised K/V need contiguous K/V with distinct heads");
+  if (spec.fp8_rows_4byte_aligned && (spec.kv_quant != FMHA_KV_QUANT_FP8 || spec.fp8_storage == Fp8Storage::words))
+    throw std::invalid_argument("harness: 4-byte aligned rows are for fp8 K/V stored as bytes");
   fmha_splitk_problem &p = d.problem;
   const size_t head_dims = spec.four_d ? 1 : 2;
   if (spec.v_from_k) {
@@ -273,6 +285,7 @@ void quantise_inputs(AttentionData &d) {
       *codes = std::move(q.codes);
       *scale = std::move(q.scale);
       *ref = fmha_oracle::dequantise_fp8(**codes, spec.fp8_format, **scale, spec.kv_scale_granularity);
+      if (spec.fp8_rows_4byte_aligned) *codes = with_padded_rows(**codes, 4);
     }
   }
   if (spec.v_from_k) d.v_ref = fmha_oracle::leading_dims(d.k_ref ? *d.k_ref : *d.k, spec.head_dim_v);
@@ -380,7 +393,8 @@ std::string AttentionCase::describe() const {
   if (kv_quant == FMHA_KV_QUANT_INT4) s << " int4(groups " << kv_quant_groups << ")";
   if (kv_quant == FMHA_KV_QUANT_FP8)
     s << " fp8-kv(" << format << ", " << (kv_scale_kind == FMHA_KV_SCALE_F32 ? "f32" : "f16x2") << " "
-      << granularities[kv_scale_granularity] << " scales, " << storages[static_cast<int>(fp8_storage)] << ")";
+      << granularities[kv_scale_granularity] << " scales, " << storages[static_cast<int>(fp8_storage)]
+      << (fp8_rows_4byte_aligned ? ", rows 4-byte aligned" : "") << ")";
   if (fp8_qk) s << " FP8_QK(q_scale " << granularities[q_scale_granularity] << ")";
   if (fp8_pv) s << " FP8_PV";
   if (v_from_k) s << " V_FROM_K(Dv " << head_dim_v << ")";

@@ -103,6 +103,10 @@ struct AttentionCase {
   int32_t kv_scale_kind = FMHA_KV_SCALE_F16X2_SCALE_SHIFT;
   int32_t kv_scale_granularity = FMHA_SCALE_PER_ROW;
   Fp8Storage fp8_storage = Fp8Storage::bytes;
+  // fp8 K/V codes (bytes storage) with 4 poisoned bytes (NaN codes) after
+  // each head's row: rows only 4-byte aligned, so a GPU backend must take
+  // its 4-byte copies (the CUDA MLA kernel's fallback to the tile kernel).
+  bool fp8_rows_4byte_aligned = false;
   // FMHA_FLAG_FP8_QK: Q quantised to fp8 with q_scale (dtype must be bf16,
   // the natural type of fp8 Q).
   bool fp8_qk = false;

@@ -195,6 +195,16 @@ std::vector<AttentionCase> mla_feature_cases() {
   c = mla("padded_f16_s0", Dtype::f16, 128, 1, false, {70, 300});
   c.kv_layout = FMHA_KV_PADDED;
   cases.push_back(c);
+  // fp8 latent rows only 4-byte aligned (580-byte pitch): the CUDA backend
+  // leaves the MLA kernel (16-byte copies) for the tile kernel at run time.
+  c = mla("rows4_fp8kv_s2", Dtype::bf16, 16, 1, true, {200, 65});
+  c.fp8_rows_4byte_aligned = true, c.split_k = 2, c.sinks = true;
+  cases.push_back(c);
+  c = mla("rows4_fp8qk_fp8pv_dlpack_s0", Dtype::bf16, 32, 2, true, {300, 1});
+  c.fp8_rows_4byte_aligned = true, c.fp8_storage = Fp8Storage::dlpack_code;
+  c.fp8_qk = true, c.fp8_pv = true, c.q_scale_granularity = FMHA_SCALE_PER_TENSOR;
+  c.error_bound = kFp8PvErrorBound, c.mask = FMHA_MASK_CAUSAL;
+  cases.push_back(c);
   return cases;
 }
 
