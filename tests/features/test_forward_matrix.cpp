@@ -366,6 +366,32 @@ std::vector<AttentionCase> larger_cases() {
   c.sinks = true;
   cases.push_back(c);
 
+  // Split batches with many query rows (4096 at Dv 128, 2304 at Dv 512):
+  // the largest grids of the GPU's split combine among the cases.
+  c = AttentionCase();
+  c.name = "split_many_rows_d128";
+  c.kv_layout = FMHA_KV_PADDED;
+  c.kv_len = {700, 650, 700, 3, 700, 699, 1, 700};
+  c.q_len = {16};
+  c.heads_q = 32;
+  c.heads_kv = 8;
+  c.head_dim = 128;
+  c.split_k = 3;
+  c.sinks = true;
+  cases.push_back(c);
+
+  c = AttentionCase();
+  c.name = "split_many_rows_d512";
+  c.kv_len.assign(6, 300);
+  c.q_len = {12};
+  c.heads_q = 32;
+  c.heads_kv = 4;
+  c.head_dim = 512;
+  c.split_k = 4;
+  c.dtype = Dtype::f16;
+  c.o_dtype = FMHA_DTYPE_F32;
+  cases.push_back(c);
+
   c = AttentionCase();
   c.name = "chunked_prefill_causal_local_gappy";
   c.kv_layout = FMHA_KV_GAPPY;
