@@ -14,30 +14,30 @@
 
 namespace fmha::gpu {
 
-// Raising a kernel's shared-memory limit is per device and kernel; doing it
-// once keeps it off the per-run host cost. `configured` is the kernel's own
-// mask of devices done; devices past 63 just redo it.
-template <typename Kernel>
-fmha_status allow_shared_memory_once(Kernel kernel, int bytes, int device, std::atomic<uint64_t> &configured,
-                                     fmha_msg msg) {
+// Launches a forward kernel (tile, streaming or MLA) of `threads` threads
+// and `smem_bytes` of dynamic shared memory. Raising a kernel's
+// shared-memory limit is per device and kernel; doing it once keeps it off
+// the per-run host cost: `configured` (one per kKernel) is its mask of
+// devices done; devices past 63 just redo it.
+template <auto kKernel>
+fmha_status launch_forward_kernel(const char *name, int threads, int smem_bytes, const ForwardParams &params,
+                                  dim3 grid, int device, Stream stream, fmha_msg msg) {
+  static std::atomic<uint64_t> configured{0};
   const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
-    FMHA_GPU_CHECK(allow_kernel_shared_memory(kernel, bytes), msg);
+    FMHA_GPU_CHECK(allow_kernel_shared_memory(kKernel, smem_bytes), msg);
     configured.fetch_or(device_bit, std::memory_order_release);
   }
+  kKernel<<<grid, threads, smem_bytes, stream>>>(params);
+  FMHA_GPU_CHECK_LAUNCH(name, msg);
   return FMHA_STATUS_SUCCESS;
 }
 
 template <typename T, int kHeadDim, bool kQuantised>
 fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised>;
-  const auto kernel = kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>;
-  static std::atomic<uint64_t> configured{0};
-  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
-  FMHA_GPU_CHECK_LAUNCH("splitk_forward_kernel", msg);
-  return FMHA_STATUS_SUCCESS;
+  return launch_forward_kernel<kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>>(
+      "splitk_forward_kernel", Tile::kThreads, Tile::kSmemBytes, params, grid, device, stream, msg);
 }
 
 template <typename T, bool kQuantised>

@@ -3,7 +3,6 @@
 #ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_MLA_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_FORWARD_MLA_CUH_
 
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -17,13 +16,8 @@ namespace fmha::gpu {
 template <typename T, bool kFp8, bool kFp8Q = false, bool kFp8P = false>
 fmha_status launch_mla_latents(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::MlaTile<T, kFp8, kFp8Q, kFp8P>;
-  const auto kernel = kernels::mla_forward_kernel<T, kFp8, kFp8Q, kFp8P>;
-  static std::atomic<uint64_t> configured{0};
-  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
-  FMHA_GPU_CHECK_LAUNCH("mla_forward_kernel", msg);
-  return FMHA_STATUS_SUCCESS;
+  return launch_forward_kernel<kernels::mla_forward_kernel<T, kFp8, kFp8Q, kFp8P>>(
+      "mla_forward_kernel", Tile::kThreads, Tile::kSmemBytes, params, grid, device, stream, msg);
 }
 
 // The kernel for the latents and compute modes in `params`: fp8 Q

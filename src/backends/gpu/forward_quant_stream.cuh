@@ -4,7 +4,6 @@
 #ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 
-#include <atomic>
 #include <cstdint>
 
 #include "backends/gpu/forward_kernels.cuh"
@@ -23,13 +22,8 @@ inline kernels::StreamFormat stream_format(int32_t kv_quant, int32_t kv_scale_ki
 template <typename T, int kHeadDim, kernels::StreamFormat kFormat, int kQueryTiles>
 fmha_status launch_stream_tiles(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
   using Tile = kernels::StreamTile<T, kHeadDim, kFormat, kQueryTiles>;
-  const auto kernel = kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat, kQueryTiles>;
-  static std::atomic<uint64_t> configured{0};
-  const fmha_status st = allow_shared_memory_once(kernel, Tile::kSmemBytes, device, configured, msg);
-  if (st != FMHA_STATUS_SUCCESS) return st;
-  kernel<<<grid, Tile::kThreads, Tile::kSmemBytes, stream>>>(params);
-  FMHA_GPU_CHECK_LAUNCH("quant_stream_forward_kernel", msg);
-  return FMHA_STATUS_SUCCESS;
+  return launch_forward_kernel<kernels::quant_stream_forward_kernel<T, kHeadDim, kFormat, kQueryTiles>>(
+      "quant_stream_forward_kernel", Tile::kThreads, Tile::kSmemBytes, params, grid, device, stream, msg);
 }
 
 // One 8-query MMA n-tile where a CTA's rows (Mq x Hq / Hkv) fit it: half
