@@ -204,9 +204,6 @@ class LaneGroup {
     return x;
   }
 
-  // `x` of lane `lane` of the group, on every lane of it.
-  __device__ __forceinline__ float broadcast(float x, int lane) const { return __shfl_sync(mask_, x, lane, lanes_); }
-
  private:
   int lanes_;
   unsigned mask_;  // exactly the group's lanes

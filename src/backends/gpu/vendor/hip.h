@@ -192,9 +192,6 @@ class LaneGroup {
     return x;
   }
 
-  // `x` of lane `lane` of the group, on every lane of it.
-  __device__ __forceinline__ float broadcast(float x, int lane) const { return __shfl(x, lane, lanes_); }
-
  private:
   int lanes_;
 };
