@@ -14,7 +14,14 @@
 #   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release
 #         -DFMHA_SPLITK_ENABLE_CUDA=ON -DFMHA_SPLITK_CUDA_ARCHS=90)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The checkouts below may change or remove this very file: run from a copy.
+if [[ -z "${FMHA_PACK_BUILDS_COPY:-}" ]]; then
+  copy=$(mktemp)
+  cp "$0" "$copy"
+  cd "$(dirname "$0")/.."
+  FMHA_PACK_BUILDS_COPY=$copy exec bash "$copy" "$@"
+fi
+trap 'rm -f "$FMHA_PACK_BUILDS_COPY"' EXIT
 if [[ $# -eq 0 ]]; then
   sed -n '2,16p' "$0" >&2
   exit 2
@@ -26,7 +33,7 @@ fi
 build_dir=${BUILD_DIR:-build-gpu}
 start=$(git symbolic-ref --quiet --short HEAD || git rev-parse HEAD)
 stage=$(mktemp -d)
-trap 'git checkout -q "$start"; rm -rf "$stage"' EXIT
+trap 'git checkout -q "$start"; rm -rf "$stage" "$FMHA_PACK_BUILDS_COPY"' EXIT
 mkdir -p .device
 for spec in "$@"; do
   rev=${spec%%:*}
