@@ -28,9 +28,11 @@ namespace {
 // partition); the heuristic uses 3 or 2 (GPU; small batches 2 / row tiles)
 // and 2 (CPU). The shortest piece trades parallelism against the partial
 // rows a split writes and merges; the heuristic uses 256 keys (GPU; 512
-// for small batches) and 64 (CPU).
+// for small batches) and 64 (CPU). GPU pieces of 64 keys (one tile of the
+// D <= 128 kernels) are tried last: since the block-per-row combine the
+// merge of many short pieces costs less (docs/performance.md).
 constexpr int32_t kGpuWaves[] = {0, 1, 2, 3, 4, 6, 8};
-constexpr int32_t kGpuMinPieces[] = {256, 128, 512};
+constexpr int32_t kGpuMinPieces[] = {256, 128, 512, 64};
 constexpr int32_t kCpuWaves[] = {0, 1, 2, 4, 8};
 constexpr int32_t kCpuMinPieces[] = {64, 256};
 
