@@ -23,9 +23,15 @@ if [[ -z "${FMHA_PACK_BUILDS_COPY:-}" ]]; then
 fi
 trap 'rm -f "$FMHA_PACK_BUILDS_COPY"' EXIT
 if [[ $# -eq 0 ]]; then
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,15p' "$0" >&2
   exit 2
 fi
+for spec in "$@"; do
+  if [[ "$spec" != *:* || -z "${spec%%:*}" || ! "${spec##*:}" =~ ^[A-Za-z0-9_.-]+$ ]]; then
+    echo "pack-builds.sh: '$spec' is not REV:NAME (NAME of letters, digits, '_', '.', '-')" >&2
+    exit 2
+  fi
+done
 if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   echo "pack-builds.sh: the working tree has changes; commit or stash them first" >&2
   exit 2
