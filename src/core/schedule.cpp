@@ -38,8 +38,11 @@ constexpr int64_t kSmallBatchCtasPerSm = 2;
 constexpr int32_t kLongPieceKeysGpu = 512;
 
 // Query rows per CTA of the GPU forward kernels (one MMA row tile): each
-// range runs one CTA per row tile and head.
+// range runs one CTA per row tile and head. The CUDA tile kernel's row
+// pairs take 32 (two row tiles) with 2 CTAs resident per SM where a K/V
+// head has more rows than one tile (uses_row_pairs).
 constexpr int64_t kRowsPerCta = 16;
+constexpr int64_t kRowsPerPair = 32;
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
@@ -196,6 +199,17 @@ int64_t reference_hip_split_k(int64_t batch, int64_t groups, int64_t heads, int6
 // the mean load of a worker (the batch alone fills the device evenly);
 // otherwise enough that ranges x groups x K/V heads is a small multiple of
 // the workers, with the shortest pieces that amortise their merge.
+// Whether the CUDA plugin runs this problem in row pairs (plan_forward in
+// backends/gpu/forward.cu: native K/V, head dims up to 128, more than 16
+// query rows per K/V head, not MLA).
+bool uses_row_pairs(const fmha_plan_data &plan) {
+  const fmha_splitk_problem &problem = plan.problem;
+  const int64_t rows = static_cast<int64_t>(problem.max_q_seqlen) * (problem.heads_q / problem.heads_kv);
+  return plan.device.dl_device_type == kDLCUDA && problem.kv_quant == FMHA_KV_QUANT_NONE &&
+         !(problem.flags & FMHA_FLAG_V_FROM_K) && std::max(problem.head_dim_qk, problem.head_dim_v) <= 128 &&
+         rows > kRowsPerCta;
+}
+
 ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, int64_t longest) {
   const fmha_splitk_problem &problem = plan.problem;
   const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
@@ -229,11 +243,14 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // split 1.02-1.43x faster than the unsplit batch on every grid problem
   // outside that case (B 32-128 dense, paged, varying lengths, MHA), and 3
   // waves ahead of 2 at head dim 256 (1.15x).
+  // Row pairs: 2 resident CTAs of 32 rows, so one wave of them is 2 per
+  // SM (not measured yet: docs/performance.md).
   const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
-  const int64_t resident = head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
+  const bool pairs = uses_row_pairs(plan);
+  const int64_t resident = pairs ? 2 : head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
   const int64_t items = problem.batch * items_per_range;
   if (evenly && items <= resident * workers && longest <= kShortSequenceKeys) return ScheduleChoice{0, min_piece};
-  const ScheduleChoice waves3{head_dim <= 256 ? 3 : 2, min_piece};
+  const ScheduleChoice default_waves{pairs ? 2 : head_dim <= 256 ? 3 : 2, min_piece};
   // A small batch (little K/V work per SM) whose 256-key pieces would make
   // more than 2 CTAs per SM, counting the row tiles of each range (MQA's 32
   // query heads are 2 tiles): a third resident CTA hides little latency in
@@ -246,15 +263,16 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // 3 waves of 256-key pieces. Batches whose 256-key pieces make at most 2
   // CTAs per SM keep them (longer pieces lost there: B 4 L 2048), and
   // ranges of more than 2 row tiles are unchanged (not measured).
-  const int64_t row_tiles = ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), kRowsPerCta);
-  if (head_dim > 256 || row_tiles < 1 || row_tiles > kSmallBatchCtasPerSm) return waves3;
+  const int64_t row_tiles =
+      ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), pairs ? kRowsPerPair : kRowsPerCta);
+  if (head_dim > 256 || row_tiles < 1 || row_tiles > kSmallBatchCtasPerSm) return default_waves;
   const double ctas_per_range = static_cast<double>(items_per_range) * static_cast<double>(row_tiles);
   const double work_per_sm = static_cast<double>(total_keys) * ctas_per_range * head_dim / static_cast<double>(workers);
   const double short_piece_ctas = static_cast<double>(total_keys / kMinPieceKeysGpu) * ctas_per_range;
   if (work_per_sm <= kSmallWorkPerSm &&
       short_piece_ctas > static_cast<double>(kSmallBatchCtasPerSm) * static_cast<double>(workers))
     return ScheduleChoice{static_cast<int32_t>(kSmallBatchCtasPerSm / row_tiles), kLongPieceKeysGpu};
-  return waves3;
+  return default_waves;
 }
 
 bool refuse(std::string &message, std::string text) {

@@ -355,14 +355,20 @@ TEST(Schedule, BalancedGivesSmallBatchesTwoCtasPerSmOfLongerPieces) {
   shape.max_kv_seqlen = 4096;
   shape.heads_q = 32;
   EXPECT_EQ(scheduled(shape).num_ranges, 2 * 132 / 8);
-  // MQA: 32 query heads over one K/V head are 2 row tiles of 16, so one
-  // range is 2 CTAs.
+  // MQA: 32 query heads over one K/V head are one row pair (a CTA of 32
+  // rows, 2 resident per SM), so the 256-key pieces of B 4 L 16384 make
+  // 256 CTAs, at most 2 per SM: they stay.
   shape.batch = 4;
   shape.max_kv_seqlen = 16384;
   shape.heads_kv = 1;
   const fmha_plan_data mqa = scheduled(shape);
-  EXPECT_EQ(mqa.num_ranges, 4 * 16384 / 512);
-  EXPECT_EQ(mqa.kv_chunk_size, 512);
+  EXPECT_EQ(mqa.num_ranges, 4 * 16384 / 256);
+  EXPECT_EQ(mqa.kv_chunk_size, 256);
+  // A larger MQA batch: one wave of pairs is 2 per SM (not 3).
+  shape.batch = 32;
+  shape.max_kv_seqlen = 8192;
+  EXPECT_EQ(scheduled(shape).num_ranges, 2 * 132);
+  shape.batch = 4;
   // 256-key pieces that make at most 2 CTAs per SM stay (B 4 L 2048).
   shape.heads_kv = 8;
   shape.max_kv_seqlen = 2048;

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -53,6 +54,7 @@ struct ForwardPlan {
   int32_t combine;         // nonzero: some sequence may be split (combine pass)
   int32_t streaming;       // nonzero: the streaming quantised kernel (else the tile kernel)
   int32_t mla_kernel;      // nonzero: the MLA decode kernel (fp8: where the rows allow 16-byte copies)
+  int32_t row_pairs;       // nonzero: the tile kernel's row pairs (32 query rows per CTA)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -212,6 +214,22 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
 #if FMHA_GPU_HAS_MLA_KERNEL
   if (mla_kernel) tile = ForwardTileInfo{32, fp8_latents ? 4 : 2, mla_smem_bytes(problem.q_dtype, fp8_latents)};
 #endif
+  // Row pairs (32 query rows per CTA, two MMA row tiles over each K/V
+  // fragment) where a K/V head has more than 16 query rows (MQA, Mq 16 of
+  // GQA 32/8) and the tile kernel runs (native K/V, D <= 128): one CTA per
+  // 16 rows would repeat the per-tile chain over the same K/V tile.
+  // FMHA_SPLITK_TEST_ROW_PAIRS=0 / 1 forces the choice where pairs exist
+  // (tests: both kernels on the same cases).
+  const int64_t heads_per_kv = problem.heads_q / problem.heads_kv;
+  const int64_t rows = problem.max_q_seqlen * heads_per_kv;
+  bool row_pairs = false;
+#if FMHA_GPU_HAS_ROW_PAIRS
+  if (!quantised && !mla && bucket <= 128) {
+    row_pairs = rows > 16;
+    if (const char *forced = std::getenv("FMHA_SPLITK_TEST_ROW_PAIRS")) row_pairs = forced[0] == '1';
+    if (row_pairs) tile = row_pair_tile_info(bucket, problem.q_dtype);
+  }
+#endif
   if (tile.smem_bytes > smem_optin) {
     write_msg(msg,
               "the " FMHA_GPU_BACKEND_NAME
@@ -220,9 +238,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     return FMHA_STATUS_NOT_SUPPORTED;
   }
 
-  const int64_t heads_per_kv = problem.heads_q / problem.heads_kv;
-  const int64_t rows = problem.max_q_seqlen * heads_per_kv;
-  const int64_t row_tiles = (rows + 15) / 16;
+  const int64_t rows_per_cta = row_pairs ? 32 : 16;
+  const int64_t row_tiles = (rows + rows_per_cta - 1) / rows_per_cta;
   const int64_t max_pieces = core::max_pieces(*plan);
   const int64_t heads = static_cast<int64_t>(problem.groups) * problem.heads_kv;
   if (rows > std::numeric_limits<int32_t>::max() || max_pieces * row_tiles * heads > kMaxGridX) {
@@ -240,6 +257,7 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   config.head_dim_bucket = bucket;
   config.streaming = streaming;
   config.mla_kernel = mla_kernel;
+  config.row_pairs = row_pairs;
   config.num_row_tiles = static_cast<int32_t>(row_tiles);
   config.work_items = max_pieces;
   config.combine_items = problem.batch;
@@ -309,13 +327,13 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
   std::memcpy(plan->backend_private, &config, sizeof(config));
-  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d/%s%s",
+  std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d%s/%s%s",
                 dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
                 problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket,
                 streaming    ? "stream"
                 : mla_kernel ? "mla"
                              : "n",
-                tile.block_n, tile.stages, schedule_name, config.combine ? "+combine" : "");
+                tile.block_n, tile.stages, row_pairs ? "_r32" : "", schedule_name, config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -520,6 +538,12 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
              ? launch_splitk_forward_quant_bf16(params, bucket, grid, device, stream, msg)
              : launch_splitk_forward_quant_f16(params, bucket, grid, device, stream, msg);
   else
+#if FMHA_GPU_HAS_ROW_PAIRS
+      if (config.row_pairs)
+    st = problem.q_dtype == FMHA_DTYPE_F16 ? launch_row_pair_forward_f16(params, bucket, grid, device, stream, msg)
+                                           : launch_row_pair_forward_bf16(params, bucket, grid, device, stream, msg);
+  else
+#endif
     st = problem.q_dtype == FMHA_DTYPE_F16 ? launch_splitk_forward_f16(params, bucket, grid, device, stream, msg)
                                            : launch_splitk_forward_bf16(params, bucket, grid, device, stream, msg);
   if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
@@ -572,6 +596,20 @@ int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_qua
                                  : by_format(std::integral_constant<int, 128>{});
   };
   return q_dtype == FMHA_DTYPE_BF16 ? bytes(bf16_t{}) : bytes(half_t{});
+}
+#endif
+
+#if FMHA_GPU_HAS_ROW_PAIRS
+ForwardTileInfo row_pair_tile_info(int head_dim_bucket, int32_t q_dtype) {
+  const auto info = [](auto tile) {
+    using Tile = decltype(tile);
+    return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+  };
+  if (q_dtype == FMHA_DTYPE_BF16)
+    return head_dim_bucket == 64 ? info(kernels::ForwardTile<bf16_t, 64, false, 2>{})
+                                 : info(kernels::ForwardTile<bf16_t, 128, false, 2>{});
+  return head_dim_bucket == 64 ? info(kernels::ForwardTile<half_t, 64, false, 2>{})
+                               : info(kernels::ForwardTile<half_t, 128, false, 2>{});
 }
 #endif
 

@@ -46,6 +46,17 @@ fmha_status launch_splitk_forward_quant_f16(const ForwardParams &params, int hea
 fmha_status launch_splitk_forward_quant_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                              Stream stream, fmha_msg msg);
 
+#if FMHA_GPU_HAS_ROW_PAIRS
+// The tile kernel with 32 query rows per CTA (row pairs) for native K/V in
+// the head-dim buckets 64 and 128: its tile shape, and its launch (grid as
+// above, the row tiles counted in 32-row pairs).
+ForwardTileInfo row_pair_tile_info(int head_dim_bucket, int32_t q_dtype);
+fmha_status launch_row_pair_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                        Stream stream, fmha_msg msg);
+fmha_status launch_row_pair_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                         Stream stream, fmha_msg msg);
+#endif
+
 #if FMHA_GPU_HAS_QUANT_STREAM
 // The streaming kernel for int4 / fp8 K/V (kernels/quant_stream_forward.cuh):
 // head-dim buckets 64 and 128, f16 / fp8 Q (_f16) or bf16 Q (_bf16), not

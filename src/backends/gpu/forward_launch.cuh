@@ -20,8 +20,8 @@ namespace fmha::gpu {
 // the per-run host cost: `configured` (one per kKernel) is its mask of
 // devices done; devices past 63 just redo it.
 template <auto kKernel>
-fmha_status launch_forward_kernel(const char *name, int threads, int smem_bytes, const ForwardParams &params,
-                                  dim3 grid, int device, Stream stream, fmha_msg msg) {
+fmha_status launch_forward_kernel(const char *name, int threads, int smem_bytes, const ForwardParams &params, dim3 grid,
+                                  int device, Stream stream, fmha_msg msg) {
   static std::atomic<uint64_t> configured{0};
   const uint64_t device_bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
   if (device_bit == 0 || (configured.load(std::memory_order_acquire) & device_bit) == 0) {
@@ -33,11 +33,21 @@ fmha_status launch_forward_kernel(const char *name, int threads, int smem_bytes,
   return FMHA_STATUS_SUCCESS;
 }
 
-template <typename T, int kHeadDim, bool kQuantised>
+template <typename T, int kHeadDim, bool kQuantised, int kRowTiles = 1>
 fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised>;
-  return launch_forward_kernel<kernels::splitk_forward_kernel<T, kHeadDim, kQuantised>>(
+  using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised, kRowTiles>;
+  return launch_forward_kernel<kernels::splitk_forward_kernel<T, kHeadDim, kQuantised, kRowTiles>>(
       "splitk_forward_kernel", Tile::kThreads, Tile::kSmemBytes, params, grid, device, stream, msg);
+}
+
+// Row pairs (native K/V, buckets 64 and 128).
+template <typename T>
+fmha_status launch_row_pair_forward(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
+                                    Stream stream, fmha_msg msg) {
+  if (head_dim_bucket == 64) return launch_forward_bucket<T, 64, false, 2>(params, grid, device, stream, msg);
+  if (head_dim_bucket == 128) return launch_forward_bucket<T, 128, false, 2>(params, grid, device, stream, msg);
+  write_msg(msg, "internal: no row-pair forward kernel for head-dim bucket %d", head_dim_bucket);
+  return FMHA_STATUS_INTERNAL_ERROR;
 }
 
 template <typename T, bool kQuantised>

@@ -143,7 +143,7 @@ struct ForwardParams {
   int32_t heads_per_kv;  // Hq / Hkv: query heads sharing one K/V head
   int32_t head_dim_qk;
   int32_t head_dim_v;
-  int32_t num_row_tiles;  // ceil(max_q_seqlen * heads_per_kv / 16)
+  int32_t num_row_tiles;  // ceil(max_q_seqlen * heads_per_kv / the kernel's rows per CTA)
 
   int32_t mask;  // fmha_mask_kind
   int32_t window_left;

@@ -1,6 +1,8 @@
 // The split-K forward kernel: one CTA computes attention of up to 16 query
 // rows (the Mq * Hq / Hkv rows that share one K/V head, GQA packing) over
-// one piece of one sequence's keys, reading each K/V row once.
+// one piece of one sequence's keys, reading each K/V row once; or of 32
+// rows (kRowTiles 2, "row pairs": MQA, Mq 16), two MMA row tiles sharing
+// every K and V fragment a warp loads.
 //
 // Structure (kWarps warps, K/V tiles of kBlockN keys through a kStages-deep
 // pipeline of asynchronous copies):
@@ -65,9 +67,17 @@ struct QuantStageBytes<Loader, true> {
 // T is fp16 also for fp8 Q, whose codes fp16 holds exactly.
 // Warps, keys per tile, stages and resident CTAs are the vendor's
 // TilePolicy (what suits an SM or a CU, and its shared memory).
-template <typename T, int kHeadDimBucket, bool kQuantisedKv = false>
+// kRowTilesPerCta 2 (row pairs; native K/V up to D 128): 32 query rows per
+// CTA. Where a K/V head has more than 16 rows (MQA's 32 heads, Mq 16 of
+// GQA), one CTA per 16 rows would run the whole per-tile chain (copies,
+// barriers, K and V fragment loads) once per 16 rows over the same K/V
+// tile; a pair runs it once for 32, only the MMAs and the softmax doubled.
+template <typename T, int kHeadDimBucket, bool kQuantisedKv = false, int kRowTilesPerCta = 1>
 struct ForwardTile {
   static constexpr bool kQuantised = kQuantisedKv;
+  static constexpr int kRowTiles = kRowTilesPerCta;
+  static_assert(kRowTiles == 1 || (kRowTiles == 2 && !kQuantisedKv && kHeadDimBucket <= 128),
+                "row pairs: native K/V, head dims up to 128");
   using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv>;
   using Layout = FragmentLayout;
   using QkType = T;  // Q's dtype in memory
@@ -80,10 +90,12 @@ struct ForwardTile {
   static constexpr int kHeadDimV = kVFromK ? 512 : kHeadDimBucket;
   static constexpr int kWarps = Policy::kWarps;
   static constexpr int kThreads = kWarps * kWarpSize;
-  static constexpr int kRows = Layout::kTileRows;  // query rows per CTA: one MMA row tile
+  static constexpr int kRows = kRowTiles * Layout::kTileRows;         // query rows per CTA
+  static constexpr int kLaneRows = kRowTiles * Layout::kRowsPerLane;  // fragment rows a lane holds
   static constexpr int kBlockN = Policy::kBlockN;
   static constexpr int kStages = Policy::kStages;
-  static constexpr int kMinBlocksPerSm = Policy::kMinBlocksPerSm;
+  // (A pair's fragments double: registers allow two CTAs per SM.)
+  static constexpr int kMinBlocksPerSm = kRowTiles == 1 ? Policy::kMinBlocksPerSm : 2;
   static constexpr int kKeysPerWarp = kBlockN / kWarps;                 // S columns of a warp
   static constexpr int kDimsPerWarp = kHeadDimV / kWarps;               // O columns of a warp
   static constexpr int kScoreTiles = kKeysPerWarp / Layout::kTileCols;  // n-tiles of S per warp
@@ -98,8 +110,9 @@ struct ForwardTile {
   static constexpr int kQTiles = kSplitQ ? 2 : 1;
   static constexpr int kPTiles = kSplitP ? 2 : 1;
   static constexpr int kPTileBytes = kRows * kPStride * static_cast<int>(sizeof(PvType));
-  // Separate O accumulators for the two parts, except at D 512 (registers).
-  static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 ? 2 : 1;
+  // Separate O accumulators for the two parts, except at D 512 and in row
+  // pairs (registers; a pair's two row tiles are independent chains).
+  static constexpr int kPvAccs = kSplitP && kOutTiles <= 8 && kRowTiles == 1 ? 2 : 1;
 
   using Loader = std::conditional_t<kQuantised, QuantKvTileLoader<kHeadDim, kBlockN, kThreads, kVFromK>,
                                     KvTileLoader<T, kHeadDim, kBlockN, kThreads>>;
@@ -133,6 +146,11 @@ struct ForwardTile {
   static_assert(kKeysPerWarp % Layout::kTileCols == 0, "S columns of a warp: whole n-tiles");
   static_assert(kDimsPerWarp % 16 == 0, "O columns of a warp: 16-column steps");
   static_assert(kBlockN % 16 == 0, "PV steps of 16 keys");
+
+  // Tile row of a lane's fragment row r (0 .. kLaneRows - 1): row r % kRowsPerLane of row tile r / kRowsPerLane.
+  __device__ __forceinline__ static int lane_row(int lane, int r) {
+    return Layout::row(lane, r % Layout::kRowsPerLane) + Layout::kTileRows * (r / Layout::kRowsPerLane);
+  }
 };
 
 __device__ __forceinline__ float load_as_float(const void *base, int32_t elem, int64_t index) {
@@ -437,8 +455,10 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   constexpr int kRowBytes = Tile::kRowBytes;
   constexpr int kNS = Tile::kScoreTiles;
   constexpr int kNO = Tile::kOutTiles;
-  constexpr int kR = Layout::kRowsPerLane;  // fragment rows of a lane
-  constexpr int kC = Layout::kColsPerRow;   // adjacent columns of a lane in each n-tile row
+  constexpr int kR = Tile::kLaneRows;        // fragment rows of a lane (all its row tiles)
+  constexpr int kRL = Layout::kRowsPerLane;  // ... in one row tile: row r is row r % kRL of tile r / kRL
+  constexpr int kMT = Tile::kRowTiles;
+  constexpr int kC = Layout::kColsPerRow;  // adjacent columns of a lane in each n-tile row
   using T = typename Tile::QkType;
   using PvType = typename Tile::PvType;
 
@@ -464,7 +484,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   int64_t bias_row[kR];
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
-    const RowKeys keys = row_keys(p, tile_rows, head_kv, Layout::row(lane, r));
+    const RowKeys keys = row_keys(p, tile_rows, head_kv, Tile::lane_row(lane, r));
     row_query[r] = keys.query;
     row_head[r] = keys.head;
     vis_lo[r] = keys.lo;
@@ -483,13 +503,15 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   }
 
   // O accumulators: one per P part where registers allow (shorter chains).
-  float acc[Tile::kPvAccs][kNO][Layout::kElems];
+  float acc[Tile::kPvAccs][kMT][kNO][Layout::kElems];
 #pragma unroll
   for (int h = 0; h < Tile::kPvAccs; ++h)
 #pragma unroll
-    for (int i = 0; i < kNO; ++i)
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-      for (int e = 0; e < Layout::kElems; ++e) acc[h][i][e] = 0.f;
+      for (int i = 0; i < kNO; ++i)
+#pragma unroll
+        for (int e = 0; e < Layout::kElems; ++e) acc[h][mt][i][e] = 0.f;
   float row_max[kR];  // running maxima, log2 units
   float row_sum[kR];  // this lane's share of the running sums
 #pragma unroll
@@ -620,7 +642,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       }
       __syncthreads();
 #pragma unroll
-      for (int r = 0; r < kR; ++r) row_scale[r] *= q_row_scale[Layout::row(lane, r)];
+      for (int r = 0; r < kR; ++r) row_scale[r] *= q_row_scale[Tile::lane_row(lane, r)];
     } else if (Tile::kQuantised && p.q_fp8) {
       const uint8_t *q = static_cast<const uint8_t *>(p.q);
       const bool fnuz = p.fp8_format == FMHA_FP8_E4M3FNUZ;
@@ -687,7 +709,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       const int32_t tile_start = kv_lo + tile * kBlockN;
 
       // Bias loads first, so their latency overlaps the QK^T MMAs.
-      float bias[kNS][Layout::kElems] = {};
+      float bias[kMT][kNS][Layout::kElems] = {};
       if (p.bias != nullptr) {
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt) {
@@ -697,14 +719,15 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
             for (int j = 0; j < kC; ++j) {
               const int32_t key = tile_start + key0 + nt * Layout::kTileCols + Layout::col(lane, j);
               if (key >= vis_lo[r] && key <= vis_hi[r])
-                bias[nt][r * kC + j] = load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]);
+                bias[r / kRL][nt][(r % kRL) * kC + j] =
+                    load_as_float(p.bias, p.bias_elem, bias_row[r] + key * p.bias_stride[4]);
             }
           }
         }
       }
 
       // ---- S = Q K^T for this warp's keys --------------------------------
-      float s[kNS][Layout::kElems];
+      float s[kMT][kNS][Layout::kElems];
       score_tile<Tile>(s, q_base, k_stage, key0, lane);
 
       // ---- Scores in log2 units, masked; row maxima across warps ---------
@@ -717,19 +740,20 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
         for (int r = 0; r < kR; ++r) {
 #pragma unroll
           for (int j = 0; j < kC; ++j) {
-            const int e = r * kC + j;
+            const int e = (r % kRL) * kC + j;
+            const int mt = r / kRL;
             const int32_t key = tile_start + key0 + nt * Layout::kTileCols + Layout::col(lane, j);
-            float x = p.has_softcap ? p.softcap_log2 * tanhf(s[nt][e] * row_scale[r]) : s[nt][e] * row_scale[r];
-            x += bias[nt][e] * kLog2e;
-            s[nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
-            tile_max[r] = fmaxf(tile_max[r], s[nt][e]);
+            float x = p.has_softcap ? p.softcap_log2 * tanhf(s[mt][nt][e] * row_scale[r]) : s[mt][nt][e] * row_scale[r];
+            x += bias[mt][nt][e] * kLog2e;
+            s[mt][nt][e] = key >= vis_lo[r] && key <= vis_hi[r] ? x : -INFINITY;
+            tile_max[r] = fmaxf(tile_max[r], s[mt][nt][e]);
           }
         }
       }
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
         tile_max[r] = Layout::row_max(tile_max[r]);
-        if (Layout::row_leader(lane)) max_exchange[warp * Tile::kRows + Layout::row(lane, r)] = tile_max[r];
+        if (Layout::row_leader(lane)) max_exchange[warp * Tile::kRows + Tile::lane_row(lane, r)] = tile_max[r];
       }
       __syncthreads();
 
@@ -740,7 +764,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       for (int r = 0; r < kR; ++r) {
         float m = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + Layout::row(lane, r)]);
+        for (int w = 0; w < Tile::kWarps; ++w) m = fmaxf(m, max_exchange[w * Tile::kRows + Tile::lane_row(lane, r)]);
         tile_row_max[r] = m;
         m = fmaxf(m, row_max[r]);
         reference[r] = m == -INFINITY ? 0.f : m;
@@ -752,7 +776,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
           for (int nt = 0; nt < kNO; ++nt)
 #pragma unroll
-            for (int j = 0; j < kC; ++j) acc[h][nt][r * kC + j] *= rescale;
+            for (int j = 0; j < kC; ++j) acc[h][r / kRL][nt][(r % kRL) * kC + j] *= rescale;
       }
       // FMHA_FLAG_FP8_PV: the PV product takes P rounded to fp8 against
       // p_scale = (the row's largest P in the tile) / fp8_max; the sums
@@ -781,7 +805,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
         for (int r = 0; r < kR; ++r)
 #pragma unroll
-          for (int j = 0; j < kC; ++j) probability[r][j] = fast_exp2(s[nt][r * kC + j] - reference[r]);
+          for (int j = 0; j < kC; ++j) probability[r][j] = fast_exp2(s[r / kRL][nt][(r % kRL) * kC + j] - reference[r]);
 #pragma unroll
         for (int r = 0; r < kR; ++r) {
           float part = probability[r][0];
@@ -795,8 +819,8 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
           float operand[kC];
 #pragma unroll
           for (int j = 0; j < kC; ++j) operand[j] = pv_operand(probability[r][j], r);
-          store_p<PvType, Tile::kSplitP, kC>(p_tile + Layout::row(lane, r) * Tile::kPStride + column, Tile::kPTileBytes,
-                                             operand);
+          store_p<PvType, Tile::kSplitP, kC>(p_tile + Tile::lane_row(lane, r) * Tile::kPStride + column,
+                                             Tile::kPTileBytes, operand);
         }
       }
       __syncthreads();
@@ -818,7 +842,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
     row_sum[r] = Layout::row_sum(row_sum[r]);
-    if (Layout::row_leader(lane)) sum_exchange[warp * Tile::kRows + Layout::row(lane, r)] = row_sum[r];
+    if (Layout::row_leader(lane)) sum_exchange[warp * Tile::kRows + Tile::lane_row(lane, r)] = row_sum[r];
   }
   __syncthreads();
 
@@ -826,7 +850,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   const int dim0 = warp * Tile::kDimsPerWarp;
 #pragma unroll
   for (int r = 0; r < kR; ++r) {
-    const int row = Layout::row(lane, r);
+    const int row = Tile::lane_row(lane, r);
     if (row >= rows_here) continue;
     float sum = 0.f;
 #pragma unroll
@@ -841,9 +865,9 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
       float x[kC];
 #pragma unroll
       for (int j = 0; j < kC; ++j) {
-        x[j] = acc[0][nt][r * kC + j];
+        x[j] = acc[0][r / kRL][nt][(r % kRL) * kC + j];
 #pragma unroll
-        for (int h = 1; h < Tile::kPvAccs; ++h) x[j] += acc[h][nt][r * kC + j];
+        for (int h = 1; h < Tile::kPvAccs; ++h) x[j] += acc[h][r / kRL][nt][(r % kRL) * kC + j];
         x[j] *= o_scale;
       }
       if (d < p.head_dim_v) store_row_elems<kC>(o, target.o_elem, o_row + d, x);
@@ -868,11 +892,11 @@ __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend 
   }
 }
 
-template <typename T, int kHeadDimBucket, bool kQuantised>
-__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads),
-                                       (ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm))
+template <typename T, int kHeadDimBucket, bool kQuantised, int kRowTiles = 1>
+__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>::kThreads),
+                                       (ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>::kMinBlocksPerSm))
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
-  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
+  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>;
   extern __shared__ __align__(128) uint8_t smem[];
   attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
     attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);

@@ -22,6 +22,8 @@ constexpr const char kVendorName[] = "cuda";
 #define FMHA_GPU_HAS_QUANT_STREAM 1
 // The MLA decode kernel (kernels/mla_forward.cuh), likewise.
 #define FMHA_GPU_HAS_MLA_KERNEL 1
+// The tile kernel's row pairs (32 query rows per CTA; native K/V, D <= 128).
+#define FMHA_GPU_HAS_ROW_PAIRS 1
 
 // ---------------------------------------------------------------- runtime --
 

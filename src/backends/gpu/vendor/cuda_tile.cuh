@@ -185,79 +185,104 @@ struct TilePolicy {
 
 // S = Q K^T of this warp's kKeysPerWarp keys (from key0) of the K tile at
 // k_stage, over the whole head-dim bucket (dims past Dqk are zero in Q and
-// K): straight-line, with even and odd k-steps in separate accumulators,
-// since the kernel is bound by this per-tile dependency chain, not by MMAs.
-// Q is kQTiles 16-row tiles (hi and lo parts of a split Q), summed.
+// K), for each of the kRowTiles 16-row tiles of Q: straight-line, each K
+// fragment loaded once for all row tiles. The kernel is bound by this
+// per-tile dependency chain, not by MMAs: a single row tile keeps even and
+// odd k-steps in separate accumulators (two chains), a row pair has its
+// two row tiles. Q is kQTiles 16-row tiles (hi and lo parts of a split Q),
+// summed.
 template <typename Tile>
-__device__ __forceinline__ void score_tile(float (&s)[Tile::kScoreTiles][4], SmemAddr q_base, SmemAddr k_stage,
-                                           int key0, int lane) {
+__device__ __forceinline__ void score_tile(float (&s)[Tile::kRowTiles][Tile::kScoreTiles][4], SmemAddr q_base,
+                                           SmemAddr k_stage, int key0, int lane) {
   constexpr int kNS = Tile::kScoreTiles;
+  constexpr int kMT = Tile::kRowTiles;
+  constexpr int kChains = kMT == 1 ? 2 : 1;
   constexpr int kRowBytes = Tile::kRowBytes;
   using QkMma = typename Tile::QkMmaType;
   static_assert(Tile::kKeysPerWarp == 8 || Tile::kKeysPerWarp == 16, "S tile of a warp: one or two n8 tiles");
-  float s_part[2][kNS][4];
+  float s_part[kChains][kMT][kNS][4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < kChains; ++h)
 #pragma unroll
-    for (int nt = 0; nt < kNS; ++nt) s_part[h][nt][0] = s_part[h][nt][1] = s_part[h][nt][2] = s_part[h][nt][3] = 0.f;
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s_part[h][mt][nt][e] = 0.f;
 #pragma unroll
   for (int ks = 0; ks < Tile::kHeadDim / 16; ++ks) {
-    uint32_t a[Tile::kQTiles][4];
+    uint32_t a[kMT][Tile::kQTiles][4];
 #pragma unroll
-    for (int part = 0; part < Tile::kQTiles; ++part)
-      ldmatrix_x4(a[part],
-                  q_base + part * Tile::kRows * kRowBytes + swizzled<kRowBytes>(lane % 16, 2 * ks + lane / 16));
-    if constexpr (kNS == 2) {
-      uint32_t b[4];
-      const int key = key0 + (lane / 16) * 8 + lane % 8;
-      ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-#pragma unroll
-      for (int part = 0; part < Tile::kQTiles; ++part) {
-        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
-        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][1], a[part], b[2], b[3]);
-      }
-    } else {
-      uint32_t b[2];
-      const int key = key0 + lane % 8;
-      ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+    for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int part = 0; part < Tile::kQTiles; ++part)
-        mma_16x8x16<QkMma>(s_part[(ks + part) % 2][0], a[part], b[0], b[1]);
+        ldmatrix_x4(a[mt][part], q_base + part * Tile::kRows * kRowBytes +
+                                     swizzled<kRowBytes>(mt * 16 + lane % 16, 2 * ks + lane / 16));
+    uint32_t b[4];  // K fragments of n-tiles 0 (b[0], b[1]) and 1
+    if constexpr (kNS == 2) {
+      const int key = key0 + (lane / 16) * 8 + lane % 8;
+      ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+    } else {
+      const int key = key0 + lane % 8;
+      uint32_t b2[2];
+      ldmatrix_x2(b2, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+      b[0] = b2[0];
+      b[1] = b2[1];
     }
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int part = 0; part < Tile::kQTiles; ++part)
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+          mma_16x8x16<QkMma>(s_part[(ks + part) % kChains][mt][nt], a[mt][part], b[2 * nt], b[2 * nt + 1]);
   }
 #pragma unroll
-  for (int nt = 0; nt < kNS; ++nt)
+  for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[nt][e] = s_part[0][nt][e] + s_part[1][nt][e];
+    for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[mt][nt][e] = s_part[0][mt][nt][e];
+#pragma unroll
+        for (int h = 1; h < kChains; ++h) s[mt][nt][e] += s_part[h][mt][nt][e];
+      }
 }
 
 // O += P V for this warp's kDimsPerWarp head dims (from dim0) over the
-// tile's keys: P from the kPTiles P tiles at p_base (row-major, kPStride),
-// V (row-major keys x dims, swizzled) transposed by ldmatrix. All of the
+// tile's keys, for each row tile: P from the kPTiles P tiles at p_base
+// (row-major, kPStride), V (row-major keys x dims, swizzled) transposed by
+// ldmatrix, each V fragment loaded once for all row tiles. All of the
 // bucket's dims (V's padding is zero): straight-line.
 template <typename Tile>
-__device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::kOutTiles][4], SmemAddr p_base,
-                                              SmemAddr v_stage, int dim0, int lane) {
+__device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::kRowTiles][Tile::kOutTiles][4],
+                                              SmemAddr p_base, SmemAddr v_stage, int dim0, int lane) {
   using PvType = typename Tile::PvType;
   constexpr int kNO = Tile::kOutTiles;
+  constexpr int kMT = Tile::kRowTiles;
 #pragma unroll
   for (int kk = 0; kk < Tile::kBlockN / 16; ++kk) {
-    const uint32_t a_address =
-        p_base + ((lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) * static_cast<uint32_t>(sizeof(PvType));
-    uint32_t a[Tile::kPTiles][4];
+    uint32_t a[kMT][Tile::kPTiles][4];
 #pragma unroll
-    for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[part], a_address + part * Tile::kPTileBytes);
+    for (int mt = 0; mt < kMT; ++mt) {
+      const uint32_t a_address = p_base + ((mt * 16 + lane % 16) * Tile::kPStride + kk * 16 + (lane / 16) * 8) *
+                                              static_cast<uint32_t>(sizeof(PvType));
+#pragma unroll
+      for (int part = 0; part < Tile::kPTiles; ++part) ldmatrix_x4(a[mt][part], a_address + part * Tile::kPTileBytes);
+    }
 #pragma unroll
     for (int np = 0; np < kNO / 2; ++np) {
       uint32_t b[4];
       const int key = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8;
       ldmatrix_x4_trans(b, v_stage + swizzled<Tile::kRowBytes>(key, (dim0 + np * 16) / 8 + lane / 16));
 #pragma unroll
-      for (int part = 0; part < Tile::kPTiles; ++part) {
-        float(&o)[kNO][4] = acc[part % Tile::kPvAccs];
-        mma_16x8x16<PvType>(o[2 * np], a[part], b[0], b[1]);
-        mma_16x8x16<PvType>(o[2 * np + 1], a[part], b[2], b[3]);
-      }
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int part = 0; part < Tile::kPTiles; ++part) {
+          float(&o)[kNO][4] = acc[part % Tile::kPvAccs][mt];
+          mma_16x8x16<PvType>(o[2 * np], a[mt][part], b[0], b[1]);
+          mma_16x8x16<PvType>(o[2 * np + 1], a[mt][part], b[2], b[3]);
+        }
     }
   }
 }

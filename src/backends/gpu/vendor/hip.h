@@ -31,6 +31,9 @@ constexpr const char kVendorName[] = "hip";
 #define FMHA_GPU_HAS_QUANT_STREAM 0
 // Nor the MLA decode kernel (same reason): MLA runs in the tile kernel.
 #define FMHA_GPU_HAS_MLA_KERNEL 0
+// Row pairs: the shared tile kernel supports them on both vendors; HIP
+// leaves them out until an AMD GPU has run them (and its build time).
+#define FMHA_GPU_HAS_ROW_PAIRS 0
 
 // ---------------------------------------------------------------- runtime --
 

@@ -162,54 +162,66 @@ struct Mfma<bf16_t> {
 
 // S = Q K^T of this wavefront's 16 keys (from key0) of the K tile at
 // k_stage, over the whole head-dim bucket (dims past Dqk are zero in Q and
-// K). A = Q (row lane % 16), B = K^T (column = key lane % 16): both read 4
-// consecutive dims of one swizzled row, half of a 16-byte chunk.
+// K), for each of the kRowTiles 16-row tiles of Q. A = Q (row lane % 16),
+// B = K^T (column = key lane % 16): both read 4 consecutive dims of one
+// swizzled row, half of a 16-byte chunk; each B once for all row tiles.
 template <typename Tile>
-__device__ __forceinline__ void score_tile(float (&s)[Tile::kScoreTiles][4], SmemAddr q_base, SmemAddr k_stage,
-                                           int key0, int lane) {
+__device__ __forceinline__ void score_tile(float (&s)[Tile::kRowTiles][Tile::kScoreTiles][4], SmemAddr q_base,
+                                           SmemAddr k_stage, int key0, int lane) {
   constexpr int kRowBytes = Tile::kRowBytes;
+  constexpr int kMT = Tile::kRowTiles;
   using Op = Mfma<typename Tile::QkMmaType>;
 #pragma unroll
-  for (int nt = 0; nt < Tile::kScoreTiles; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+  for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < Tile::kScoreTiles; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
   const int row = lane % 16;
   const int quarter = lane / 16;
 #pragma unroll
   for (int ks = 0; ks < Tile::kHeadDim / 16; ++ks) {
     const int chunk = 2 * ks + quarter / 2;
     const int half = (quarter % 2) * 8;
-    uint2 a[Tile::kQTiles];
+    uint2 a[kMT][Tile::kQTiles];
 #pragma unroll
-    for (int part = 0; part < Tile::kQTiles; ++part)
-      a[part] = *reinterpret_cast<const uint2 *>(q_base + part * Tile::kRows * kRowBytes +
-                                                 swizzled<kRowBytes>(row, chunk) + half);
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int part = 0; part < Tile::kQTiles; ++part)
+        a[mt][part] = *reinterpret_cast<const uint2 *>(q_base + part * Tile::kRows * kRowBytes +
+                                                       swizzled<kRowBytes>(mt * 16 + row, chunk) + half);
 #pragma unroll
     for (int nt = 0; nt < Tile::kScoreTiles; ++nt) {
       const uint2 b =
           *reinterpret_cast<const uint2 *>(k_stage + swizzled<kRowBytes>(key0 + nt * 16 + row, chunk) + half);
 #pragma unroll
-      for (int part = 0; part < Tile::kQTiles; ++part) Op::run(s[nt], a[part], b);
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int part = 0; part < Tile::kQTiles; ++part) Op::run(s[mt][nt], a[mt][part], b);
     }
   }
 }
 
-// O += P V for this wavefront's head dims (from dim0) over the tile's keys.
-// A = P (row lane % 16, 4 consecutive keys); B = V (column = dim lane % 16,
-// the same 4 keys): V's tile is row-major by key, so B's four values come
-// from four rows (four 2-byte LDS reads).
+// O += P V for this wavefront's head dims (from dim0) over the tile's keys,
+// for each row tile. A = P (row lane % 16, 4 consecutive keys); B = V
+// (column = dim lane % 16, the same 4 keys): V's tile is row-major by key,
+// so B's four values come from four rows (four 2-byte LDS reads), once for
+// all row tiles.
 template <typename Tile>
-__device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::kOutTiles][4], SmemAddr p_base,
-                                              SmemAddr v_stage, int dim0, int lane) {
+__device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::kRowTiles][Tile::kOutTiles][4],
+                                              SmemAddr p_base, SmemAddr v_stage, int dim0, int lane) {
   using PvType = typename Tile::PvType;
   using Op = Mfma<PvType>;
+  constexpr int kMT = Tile::kRowTiles;
   const int quarter = lane / 16;
 #pragma unroll
   for (int kk = 0; kk < Tile::kBlockN / 16; ++kk) {
     const int key = kk * 16 + 4 * quarter;
-    uint2 a[Tile::kPTiles];
+    uint2 a[kMT][Tile::kPTiles];
 #pragma unroll
-    for (int part = 0; part < Tile::kPTiles; ++part)
-      a[part] = *reinterpret_cast<const uint2 *>(p_base + part * Tile::kPTileBytes +
-                                                 ((lane % 16) * Tile::kPStride + key) * sizeof(PvType));
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int part = 0; part < Tile::kPTiles; ++part)
+        a[mt][part] = *reinterpret_cast<const uint2 *>(p_base + part * Tile::kPTileBytes +
+                                                       ((mt * 16 + lane % 16) * Tile::kPStride + key) * sizeof(PvType));
 #pragma unroll
     for (int nt = 0; nt < Tile::kOutTiles; ++nt) {
       const int dim = dim0 + nt * 16 + lane % 16;
@@ -220,7 +232,9 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Tile::kPvAccs][Tile::
             *reinterpret_cast<const uint16_t *>(v_stage + swizzled<Tile::kRowBytes>(key + i, dim / 8) + (dim % 8) * 2);
       const uint2 b = make_uint2(v[0] | (v[1] << 16), v[2] | (v[3] << 16));
 #pragma unroll
-      for (int part = 0; part < Tile::kPTiles; ++part) Op::run(acc[part % Tile::kPvAccs][nt], a[part], b);
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int part = 0; part < Tile::kPTiles; ++part) Op::run(acc[part % Tile::kPvAccs][mt][nt], a[mt][part], b);
     }
   }
 }
