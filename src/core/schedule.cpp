@@ -199,17 +199,6 @@ int64_t reference_hip_split_k(int64_t batch, int64_t groups, int64_t heads, int6
 // the mean load of a worker (the batch alone fills the device evenly);
 // otherwise enough that ranges x groups x K/V heads is a small multiple of
 // the workers, with the shortest pieces that amortise their merge.
-// Whether the CUDA plugin runs this problem in row pairs (plan_forward in
-// backends/gpu/forward.cu: native K/V, head dims up to 128, more than 16
-// query rows per K/V head, not MLA).
-bool uses_row_pairs(const fmha_plan_data &plan) {
-  const fmha_splitk_problem &problem = plan.problem;
-  const int64_t rows = static_cast<int64_t>(problem.max_q_seqlen) * (problem.heads_q / problem.heads_kv);
-  return plan.device.dl_device_type == kDLCUDA && problem.kv_quant == FMHA_KV_QUANT_NONE &&
-         !(problem.flags & FMHA_FLAG_V_FROM_K) && std::max(problem.head_dim_qk, problem.head_dim_v) <= 128 &&
-         rows > kRowsPerCta;
-}
-
 ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, int64_t longest) {
   const fmha_splitk_problem &problem = plan.problem;
   const int64_t items_per_range = static_cast<int64_t>(problem.groups) * problem.heads_kv;
@@ -350,6 +339,19 @@ bool size_workspace(fmha_plan_data &plan, std::string &message) {
 }
 
 }  // namespace
+
+bool uses_row_pairs(const fmha_plan_data &plan) {
+  const fmha_splitk_problem &problem = plan.problem;
+  const int64_t heads_per_kv = problem.heads_q / std::max<int32_t>(1, problem.heads_kv);
+  // Batch invariant: a row's rounding must not depend on the rest of the
+  // batch, and the pair kernel sums QK^T's k-steps and PV's bf16 parts in
+  // another order than the 16-row kernel; so there the choice sees the
+  // rows of one query only (max_q_seqlen is the batch's longest).
+  const int64_t rows = (problem.flags & FMHA_FLAG_BATCH_INVARIANT) ? heads_per_kv : problem.max_q_seqlen * heads_per_kv;
+  return plan.device.dl_device_type == kDLCUDA && problem.kv_quant == FMHA_KV_QUANT_NONE &&
+         !(problem.flags & FMHA_FLAG_V_FROM_K) && std::max(problem.head_dim_qk, problem.head_dim_v) <= 128 &&
+         rows > kRowsPerCta;
+}
 
 int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys) {
   const int64_t by_length = std::max<int64_t>(1, total_keys / plan.kv_chunk_size);

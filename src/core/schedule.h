@@ -38,12 +38,18 @@ struct ScheduleChoice {
 // hint. `choice` (optional) asks for a BALANCED partition's parameters
 // (ignored for schedules the problem fixes) and receives the ones used.
 // Returns SUCCESS or INVALID_ARGUMENT / NOT_SUPPORTED with `message`.
-fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint,
-                            std::string &message, ScheduleChoice *choice = nullptr);
+fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint, std::string &message,
+                            ScheduleChoice *choice = nullptr);
 
 // Ranges of a BALANCED plan a run with `total_keys` keys actually uses (the
 // plan's num_ranges, but none shorter than its minimum piece).
 int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys);
+
+// Whether the CUDA plugin runs this plan's forward pass in row pairs (the
+// tile kernel with 32 query rows per CTA: native K/V, head dims up to 128,
+// more than 16 query rows per K/V head, not MLA). One rule for the
+// heuristic's CTA count here and the plugin's kernel choice.
+bool uses_row_pairs(const fmha_plan_data &plan);
 
 // Number of pieces partition() can produce at most for this plan.
 int64_t max_pieces(const fmha_plan_data &plan);
@@ -55,8 +61,7 @@ int64_t max_pieces(const fmha_plan_data &plan);
 // depends only on the plan and the lengths (FIXED_CHUNK: on the sequence's
 // own length only). Slots are numbered densely from 0 in piece order and
 // never exceed plan.max_partials.
-int64_t partition(const fmha_plan_data &plan, const int32_t *kv_len,
-                  Piece *pieces);
+int64_t partition(const fmha_plan_data &plan, const int32_t *kv_len, Piece *pieces);
 
 }  // namespace fmha::core
 

@@ -15,6 +15,7 @@ using fmha::core::choose_schedule;
 using fmha::core::max_pieces;
 using fmha::core::partition;
 using fmha::core::Piece;
+using fmha::core::uses_row_pairs;
 
 struct Shape {
   int64_t batch = 4;
@@ -382,6 +383,40 @@ TEST(Schedule, BalancedGivesSmallBatchesTwoCtasPerSmOfLongerPieces) {
   const fmha_plan_data large = scheduled(shape);
   EXPECT_EQ(large.num_ranges, 3 * 132 / 8);
   EXPECT_EQ(large.kv_chunk_size, 256);
+}
+
+// The CUDA plugin's row pairs (32 query rows per CTA): for more than 16
+// query rows per K/V head, native K/V up to head dim 128, not MLA; batch
+// invariant plans count the rows of one query only (max_q_seqlen is the
+// batch's longest, and the pair kernel rounds in another order).
+TEST(Schedule, RowPairsForMoreThanSixteenRowsPerKvHead) {
+  Shape shape;
+  shape.dl_device_type = kDLCUDA;
+  shape.heads_q = 32;
+  shape.heads_kv = 1;
+  EXPECT_TRUE(uses_row_pairs(plan_for(shape)));  // MQA: 32 rows
+  shape.heads_kv = 8;
+  EXPECT_FALSE(uses_row_pairs(plan_for(shape)));  // GQA 4 rows
+  shape.max_q_seqlen = 4;
+  EXPECT_FALSE(uses_row_pairs(plan_for(shape)));  // 16 rows: one tile
+  shape.max_q_seqlen = 5;
+  EXPECT_TRUE(uses_row_pairs(plan_for(shape)));
+  shape.flags = FMHA_FLAG_BATCH_INVARIANT;
+  EXPECT_FALSE(uses_row_pairs(plan_for(shape)));
+  shape.heads_kv = 1;
+  EXPECT_TRUE(uses_row_pairs(plan_for(shape)));  // 32 rows per query
+  shape.flags = 0;
+  fmha_plan_data plan = plan_for(shape);
+  plan.problem.kv_quant = FMHA_KV_QUANT_FP8;
+  EXPECT_FALSE(uses_row_pairs(plan));
+  plan = plan_for(shape);
+  plan.problem.flags = FMHA_FLAG_V_FROM_K;
+  EXPECT_FALSE(uses_row_pairs(plan));
+  shape.head_dim_v = 256;
+  EXPECT_FALSE(uses_row_pairs(plan_for(shape)));
+  shape.head_dim_v = 128;
+  shape.dl_device_type = kDLROCM;
+  EXPECT_FALSE(uses_row_pairs(plan_for(shape)));
 }
 
 // AMD GPUs start from the reference operator's HIP split count, as a

@@ -216,16 +216,16 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
 #endif
   // Row pairs (32 query rows per CTA, two MMA row tiles over each K/V
   // fragment) where a K/V head has more than 16 query rows (MQA, Mq 16 of
-  // GQA 32/8) and the tile kernel runs (native K/V, D <= 128): one CTA per
-  // 16 rows would repeat the per-tile chain over the same K/V tile.
-  // FMHA_SPLITK_TEST_ROW_PAIRS=0 / 1 forces the choice where pairs exist
-  // (tests: both kernels on the same cases).
+  // GQA 32/8) and the tile kernel runs: one CTA per 16 rows would repeat the
+  // per-tile chain over the same K/V tile. The rule is the core's (its
+  // heuristic counts the CTAs). FMHA_SPLITK_TEST_ROW_PAIRS=0 / 1 forces the
+  // choice wherever pairs exist (tests: both kernels on the same cases).
   const int64_t heads_per_kv = problem.heads_q / problem.heads_kv;
   const int64_t rows = problem.max_q_seqlen * heads_per_kv;
   bool row_pairs = false;
 #if FMHA_GPU_HAS_ROW_PAIRS
   if (!quantised && !mla && bucket <= 128) {
-    row_pairs = rows > 16;
+    row_pairs = core::uses_row_pairs(*plan);
     if (const char *forced = std::getenv("FMHA_SPLITK_TEST_ROW_PAIRS")) row_pairs = forced[0] == '1';
     if (row_pairs) tile = row_pair_tile_info(bucket, problem.q_dtype);
   }
