@@ -218,24 +218,27 @@ __device__ __forceinline__ void score_tile(float (&s)[Tile::kRowTiles][Tile::kSc
       for (int part = 0; part < Tile::kQTiles; ++part)
         ldmatrix_x4(a[mt][part], q_base + part * Tile::kRows * kRowBytes +
                                      swizzled<kRowBytes>(mt * 16 + lane % 16, 2 * ks + lane / 16));
-    uint32_t b[4];  // K fragments of n-tiles 0 (b[0], b[1]) and 1
     if constexpr (kNS == 2) {
+      uint32_t b[4];
       const int key = key0 + (lane / 16) * 8 + lane % 8;
       ldmatrix_x4(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int part = 0; part < Tile::kQTiles; ++part) {
+          mma_16x8x16<QkMma>(s_part[(ks + part) % kChains][mt][0], a[mt][part], b[0], b[1]);
+          mma_16x8x16<QkMma>(s_part[(ks + part) % kChains][mt][1], a[mt][part], b[2], b[3]);
+        }
     } else {
+      uint32_t b[2];
       const int key = key0 + lane % 8;
-      uint32_t b2[2];
-      ldmatrix_x2(b2, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
-      b[0] = b2[0];
-      b[1] = b2[1];
+      ldmatrix_x2(b, k_stage + swizzled<kRowBytes>(key, 2 * ks + (lane / 8) % 2));
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int part = 0; part < Tile::kQTiles; ++part)
+          mma_16x8x16<QkMma>(s_part[(ks + part) % kChains][mt][0], a[mt][part], b[0], b[1]);
     }
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int part = 0; part < Tile::kQTiles; ++part)
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt)
-          mma_16x8x16<QkMma>(s_part[(ks + part) % kChains][mt][nt], a[mt][part], b[2 * nt], b[2 * nt + 1]);
   }
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt)
