@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -25,8 +26,8 @@ namespace fmha_test {
 // call of the test itself fails.
 inline void cuda_check(cudaError_t err, const char *what) {
   if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" +
-                             cudaGetErrorString(err) + ")");
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                             ")");
 }
 
 // Throws with the library's message when an fmha_* call fails.
@@ -36,11 +37,24 @@ inline void fmha_check(fmha_status status, const char *what) {
                              fmha_last_error_message());
 }
 
-#define FMHA_SKIP_WITHOUT_CUDA()                                                       \
-  do {                                                                                 \
-    if (!::fmha_test::device_under_test().available())                                 \
+#define FMHA_SKIP_WITHOUT_CUDA()                                                      \
+  do {                                                                                \
+    if (!::fmha_test::device_under_test().available())                                \
       GTEST_SKIP() << "no CUDA device of compute capability 8.0 or newer is present"; \
   } while (0)
+
+// Sets an environment variable for the scope of one test (the plugin's
+// FMHA_SPLITK_TEST_* hooks, read at plan creation).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  const char *name_;
+};
 
 class Stream {
  public:
@@ -137,8 +151,8 @@ inline void copy_to_device_async(const Tensor &host, const DeviceTensor &dev, cu
 // Copies a device tensor's whole buffer back after the work on `stream`.
 inline void copy_to_host(const DeviceTensor &dev, Tensor &host, cudaStream_t stream) {
   if (host.bytes() != dev.bytes()) throw std::logic_error("copy_to_host: buffer sizes differ");
-  cuda_check(cudaMemcpyAsync(static_cast<uint8_t *>(host.data()) - 32, dev.base(), host.bytes(),
-                             cudaMemcpyDeviceToHost, stream),
+  cuda_check(cudaMemcpyAsync(static_cast<uint8_t *>(host.data()) - 32, dev.base(), host.bytes(), cudaMemcpyDeviceToHost,
+                             stream),
              "cudaMemcpyAsync (to host)");
   cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
@@ -177,8 +191,8 @@ inline fmha_splitk_args run_args(const DeviceInputs &in, const DeviceTensor &o, 
 // True when two host tensors of the same layout hold the same bytes
 // (determinism checks compare bits, not values within a tolerance).
 inline bool bitwise_equal(const Tensor &a, const Tensor &b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.strides() == b.strides() &&
-         a.bytes() == b.bytes() && std::memcmp(a.data(), b.data(), a.bytes() - 32) == 0;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.strides() == b.strides() && a.bytes() == b.bytes() &&
+         std::memcmp(a.data(), b.data(), a.bytes() - 32) == 0;
 }
 
 }  // namespace fmha_test

@@ -7,7 +7,6 @@
 #include <fmha_splitk/fmha_splitk.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,18 +16,6 @@
 
 namespace fmha_test {
 namespace {
-
-// Sets an environment variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
-
- private:
-  const char *name_;
-};
 
 // Rows per K/V head (Mq x Hq / Hkv) of 1 to 64: one pair half full, one
 // pair full, a full and a partial pair, two pairs; under every K/V layout,
