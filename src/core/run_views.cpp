@@ -214,6 +214,9 @@ class RunChecker {
     // device's row alignment; their words are aligned as elements.
     made.contiguous_last = true;
     made.row_aligned = p_.kv_quant != FMHA_KV_QUANT_INT4;
+    // fp8 rows (Dqk bytes, e.g. 576 plus a pad) that are 4-byte aligned
+    // move in 4-byte pieces on the GPU, 16-byte ones where every row allows.
+    if (p_.kv_quant == FMHA_KV_QUANT_FP8) made.row_alignment_cap = 4;
     return made;
   }
 

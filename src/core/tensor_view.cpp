@@ -1,5 +1,7 @@
 #include "core/tensor_view.h"
 
+#include <algorithm>
+
 #include "core/checked_int.h"
 #include "core/error.h"
 #include "core/names.h"
@@ -193,7 +195,9 @@ void check_alignment(uintptr_t address, const Dims &dims, int64_t given_elem_byt
     invalid(cat(rule.name, "->data + byte_offset = 0x", std::hex, address, std::dec, " is not aligned to its ",
                 given_elem_bytes, "-byte elements"));
   if (!rule.row_aligned || placement.row_alignment <= 1) return;
-  const auto alignment = static_cast<uintptr_t>(placement.row_alignment);
+  const int32_t wanted = rule.row_alignment_cap > 0 ? std::min(placement.row_alignment, rule.row_alignment_cap)
+                                                    : placement.row_alignment;
+  const auto alignment = static_cast<uintptr_t>(wanted);
   if (address % alignment != 0)
     invalid(cat(rule.name, "->data + byte_offset = 0x", std::hex, address, std::dec, " is not a multiple of the ",
                 alignment, "-byte row alignment of the plan's device"));

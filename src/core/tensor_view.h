@@ -93,6 +93,10 @@ struct TensorRule {
   bool contiguous_last = false;
   // Q/K/V/O: data and row strides aligned to Placement::row_alignment.
   bool row_aligned = false;
+  // When > 0, rows need no more than this many bytes of alignment even on a
+  // device whose row alignment is larger (fp8 K/V: the GPU kernels copy
+  // such rows in 4-byte pieces).
+  int32_t row_alignment_cap = 0;
 };
 
 // Where every tensor of a call must be.

@@ -235,6 +235,36 @@ TEST_F(Views, RowsMustMeetTheDeviceAlignment) {
   expect_run_error(args, "args.q has stride 68 (136 bytes) along Hq");
 }
 
+// fp8 K/V rows need 4-byte alignment only: the GPU kernels copy them in
+// 4-byte pieces where the rows are not 16-byte aligned (MLA latents with a
+// padded 580-byte pitch, say).
+TEST_F(Views, Fp8RowsNeedFourByteAlignmentOnly) {
+  problem_.heads_q = 16;
+  problem_.heads_kv = 1;
+  problem_.head_dim_qk = 576;
+  problem_.head_dim_v = 512;
+  problem_.kv_quant = FMHA_KV_QUANT_FP8;
+  problem_.kv_scale_kind = FMHA_KV_SCALE_F32;
+  problem_.kv_scale_granularity = FMHA_SCALE_PER_TENSOR;
+  problem_.flags = FMHA_FLAG_V_FROM_K;
+  problem_.kv_layout = FMHA_KV_PAGED;
+  problem_.page_size = 1;
+  problem_.num_pages = 128;
+  problem_.max_pages_per_seq = 64;
+  fmha_splitk_args args = FMHA_SPLITK_ARGS_INIT;
+  args.q = device(keep(Tensor(Dtype::f16, {2, 1, 16, 576})));
+  args.k = device(keep(Tensor(Dtype::u8, {128, 580})), {128, 1, 576}, {580, 580, 1});
+  args.o = device(keep(Tensor(Dtype::f16, {2, 1, 16, 512})));
+  args.kv_seqlen = device(keep(Tensor(Dtype::i32, {2})));
+  args.block_table = device(keep(Tensor(Dtype::i32, {2, 64})));
+  args.k_scale = device(keep(Tensor(Dtype::f32, {1})));
+  const fmha_fake_record &record = run(args);
+  expect_view(record.run.k, FMHA_ELEM_FP8, {128, 1, 1, 1, 576}, {580, 580, 0, 580, 1});
+
+  args.k = device(keep(Tensor(Dtype::u8, {128, 578})), {128, 1, 576}, {578, 578, 1});
+  expect_run_error(args, "args.k has stride 578 (578 bytes) along num_pages, not a multiple of the 4-byte row alignment");
+}
+
 TEST_F(Views, EmptyBatchIsNotForwarded) {
   problem_.batch = 0;
   const fmha_splitk_args args = dense_args();
