@@ -233,7 +233,9 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // outside that case (B 32-128 dense, paged, varying lengths, MHA), and 3
   // waves ahead of 2 at head dim 256 (1.15x).
   // Row pairs: 2 resident CTAs of 32 rows, so one wave of them is 2 per
-  // SM (not measured yet: docs/performance.md).
+  // SM. Their 2 waves are MQA's near-best (autotune, run 54 of
+  // docs/validation.md: 4 waves 3% faster); Mq 16 ran fastest unsplit
+  // (637 vs 697 us), a rule not yet changed (docs/performance.md notes).
   const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
   const bool pairs = uses_row_pairs(plan);
   const int64_t resident = pairs ? 2 : head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
