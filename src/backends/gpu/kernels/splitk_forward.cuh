@@ -65,10 +65,10 @@ struct QuantStageBytes<Loader, true> {
 // T is fp16 also for fp8 Q, whose codes fp16 holds exactly.
 // Warps, keys per tile, stages and resident CTAs are the vendor's
 // TilePolicy (what suits an SM or a CU, and its shared memory).
-template <typename T, int kHeadDimBucket, bool kQuantisedKv = false>
+template <typename T, int kHeadDimBucket, bool kQuantisedKv = false, bool kWide = false>
 struct ForwardTile {
   static constexpr bool kQuantised = kQuantisedKv;
-  using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv>;
+  using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv, kWide>;
   using Layout = FragmentLayout;
   using QkType = T;  // Q's dtype in memory
   using QkMmaType = std::conditional_t<kQuantised, half_t, T>;
@@ -868,11 +868,11 @@ __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend 
   }
 }
 
-template <typename T, int kHeadDimBucket, bool kQuantised>
-__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised>::kThreads),
-                                       (ForwardTile<T, kHeadDimBucket, kQuantised>::kMinBlocksPerSm))
+template <typename T, int kHeadDimBucket, bool kQuantised, bool kWide = false>
+__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised, kWide>::kThreads),
+                                       (ForwardTile<T, kHeadDimBucket, kQuantised, kWide>::kMinBlocksPerSm))
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
-  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised>;
+  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kWide>;
   extern __shared__ __align__(128) uint8_t smem[];
   attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
     attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);

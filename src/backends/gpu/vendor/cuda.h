@@ -22,6 +22,8 @@ constexpr const char kVendorName[] = "cuda";
 #define FMHA_GPU_HAS_QUANT_STREAM 1
 // The MLA decode kernel (kernels/mla_forward.cuh), likewise.
 #define FMHA_GPU_HAS_MLA_KERNEL 1
+// The tile kernel's wide variant (8 warps, 3 stages) at native D 128.
+#define FMHA_GPU_HAS_WIDE_TILES 1
 
 // ---------------------------------------------------------------- runtime --
 

@@ -31,6 +31,8 @@ constexpr const char kVendorName[] = "hip";
 #define FMHA_GPU_HAS_QUANT_STREAM 0
 // Nor the MLA decode kernel (same reason): MLA runs in the tile kernel.
 #define FMHA_GPU_HAS_MLA_KERNEL 0
+// Nor the tile kernel's wide variant (its TilePolicy is AMD's own).
+#define FMHA_GPU_HAS_WIDE_TILES 0
 
 // ---------------------------------------------------------------- runtime --
 
