@@ -55,6 +55,7 @@ struct ForwardPlan {
   int32_t streaming;       // nonzero: the streaming quantised kernel (else the tile kernel)
   int32_t mla_kernel;      // nonzero: the MLA decode kernel (fp8: where the rows allow 16-byte copies)
   int32_t row_pairs;       // nonzero: the tile kernel's row pairs (32 query rows per CTA)
+  int32_t wide;            // nonzero: the tile kernel's wide variant (8 warps, 3 stages; native D 128)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -320,6 +321,26 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
       write_msg(msg, "internal: unknown schedule %d", plan->schedule);
       return FMHA_STATUS_INTERNAL_ERROR;
   }
+#if FMHA_GPU_HAS_WIDE_TILES
+  // The wide tile kernel (8 warps, 3 stages, 2 CTAs per SM) where the grid
+  // has at most two CTAs per SM: there it doubles the warps and the tiles
+  // in flight; on larger grids the third resident CTA of the 4-warp kernel
+  // keeps more K/V in flight (docs/performance.md, run 52).
+  // Not with FMHA_FLAG_BATCH_INVARIANT: the choice depends on the batch's
+  // grid, and the two kernels sum the softmax's warp partials in another
+  // order. FMHA_SPLITK_TEST_WIDE_TILES=0 / 1 forces the choice (tests: both
+  // kernels on the same cases).
+  if (!quantised && !mla && !row_pairs && bucket == 128) {
+    const int64_t grid_ctas = config.work_items * row_tiles * heads;
+    config.wide = !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) &&
+                  grid_ctas <= 2 * static_cast<int64_t>(std::max(1, plan->device.num_workers));
+    if (const char *forced = std::getenv("FMHA_SPLITK_TEST_WIDE_TILES")) config.wide = forced[0] == '1';
+    if (config.wide) {
+      tile = wide_tile_info(problem.q_dtype);
+      if (tile.smem_bytes > smem_optin) config.wide = false, tile = forward_tile_info(bucket, problem.q_dtype, false);
+    }
+  }
+#endif
   if (problem.flags & FMHA_FLAG_CHECKED) {
     // The check's record and per-sequence flags: the workspace's last
     // region, which run_forward and the status read find from its end.
@@ -333,7 +354,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
                 streaming    ? "stream"
                 : mla_kernel ? "mla"
                              : "n",
-                tile.block_n, tile.stages, row_pairs ? "_r32" : "", schedule_name, config.combine ? "+combine" : "");
+                tile.block_n, tile.stages,
+                row_pairs     ? "_r32"
+                : config.wide ? "_w8"
+                              : "",
+                schedule_name, config.combine ? "+combine" : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -544,8 +569,9 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
                                            : launch_row_pair_forward_bf16(params, bucket, grid, device, stream, msg);
   else
 #endif
-    st = problem.q_dtype == FMHA_DTYPE_F16 ? launch_splitk_forward_f16(params, bucket, grid, device, stream, msg)
-                                           : launch_splitk_forward_bf16(params, bucket, grid, device, stream, msg);
+    st = problem.q_dtype == FMHA_DTYPE_F16
+             ? launch_splitk_forward_f16(params, bucket, config.wide != 0, grid, device, stream, msg)
+             : launch_splitk_forward_bf16(params, bucket, config.wide != 0, grid, device, stream, msg);
   if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
 
   // (Programmatic dependent launch: CUDA compute capability 9.0 and newer;
@@ -555,12 +581,14 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
 }
 
 namespace {
+// A tile shape's keys per tile, stages and shared memory.
+template <typename Tile>
+ForwardTileInfo info(Tile) {
+  return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+}
+
 template <typename T, bool kQuantised>
 ForwardTileInfo tile_info(int head_dim_bucket) {
-  const auto info = [](auto tile) {
-    using Tile = decltype(tile);
-    return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
-  };
   switch (head_dim_bucket) {
     case 64:
       return info(kernels::ForwardTile<T, 64, kQuantised>{});
@@ -601,10 +629,6 @@ int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_qua
 
 #if FMHA_GPU_HAS_ROW_PAIRS
 ForwardTileInfo row_pair_tile_info(int head_dim_bucket, int32_t q_dtype) {
-  const auto info = [](auto tile) {
-    using Tile = decltype(tile);
-    return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
-  };
   if (q_dtype == FMHA_DTYPE_BF16)
     return head_dim_bucket == 64 ? info(kernels::ForwardTile<bf16_t, 64, false, 2>{})
                                  : info(kernels::ForwardTile<bf16_t, 128, false, 2>{});
@@ -618,6 +642,13 @@ int mla_smem_bytes(int32_t q_dtype, bool fp8) {
   if (q_dtype == FMHA_DTYPE_BF16)
     return fp8 ? kernels::MlaTile<bf16_t, true>::kSmemBytes : kernels::MlaTile<bf16_t, false>::kSmemBytes;
   return fp8 ? kernels::MlaTile<half_t, true>::kSmemBytes : kernels::MlaTile<half_t, false>::kSmemBytes;
+}
+#endif
+
+#if FMHA_GPU_HAS_WIDE_TILES
+ForwardTileInfo wide_tile_info(int32_t q_dtype) {
+  return q_dtype == FMHA_DTYPE_BF16 ? info(kernels::ForwardTile<bf16_t, 128, false, 1, true>{})
+                                    : info(kernels::ForwardTile<half_t, 128, false, 1, true>{});
 }
 #endif
 

@@ -3,9 +3,9 @@
 
 namespace fmha::gpu {
 
-fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                      Stream stream, fmha_msg msg) {
-  return launch_forward<half_t, false>(params, head_dim_bucket, grid, device, stream, msg);
+fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, bool wide, dim3 grid,
+                                      int device, Stream stream, fmha_msg msg) {
+  return launch_forward<half_t, false>(params, head_dim_bucket, wide, grid, device, stream, msg);
 }
 
 }  // namespace fmha::gpu

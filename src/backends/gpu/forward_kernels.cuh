@@ -31,14 +31,19 @@ struct ForwardTileInfo {
   int smem_bytes;
 };
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised);
+#if FMHA_GPU_HAS_WIDE_TILES
+// The same for the wide variant at D 128 (native K/V).
+ForwardTileInfo wide_tile_info(int32_t q_dtype);
+#endif
 
 // The split-K forward kernel for `head_dim_bucket`, on `grid` (x: pieces x
-// row tiles x groups x K/V heads, heads fastest). `device` keys the
-// one-time shared memory opt-in.
-fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                      Stream stream, fmha_msg msg);
-fmha_status launch_splitk_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
-                                       Stream stream, fmha_msg msg);
+// row tiles x groups x K/V heads, heads fastest); `wide`: its 8-warp
+// variant at D 128 (FMHA_GPU_HAS_WIDE_TILES). `device` keys the one-time
+// shared memory opt-in.
+fmha_status launch_splitk_forward_f16(const ForwardParams &params, int head_dim_bucket, bool wide, dim3 grid,
+                                      int device, Stream stream, fmha_msg msg);
+fmha_status launch_splitk_forward_bf16(const ForwardParams &params, int head_dim_bucket, bool wide, dim3 grid,
+                                       int device, Stream stream, fmha_msg msg);
 // The same for int4 / fp8 K/V (buckets up to 256): f16 beside fp16 or fp8
 // Q, bf16 beside bf16 Q.
 fmha_status launch_splitk_forward_quant_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,

@@ -33,10 +33,10 @@ fmha_status launch_forward_kernel(const char *name, int threads, int smem_bytes,
   return FMHA_STATUS_SUCCESS;
 }
 
-template <typename T, int kHeadDim, bool kQuantised, int kRowTiles = 1>
+template <typename T, int kHeadDim, bool kQuantised, int kRowTiles = 1, bool kWide = false>
 fmha_status launch_forward_bucket(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised, kRowTiles>;
-  return launch_forward_kernel<kernels::splitk_forward_kernel<T, kHeadDim, kQuantised, kRowTiles>>(
+  using Tile = kernels::ForwardTile<T, kHeadDim, kQuantised, kRowTiles, kWide>;
+  return launch_forward_kernel<kernels::splitk_forward_kernel<T, kHeadDim, kQuantised, kRowTiles, kWide>>(
       "splitk_forward_kernel", Tile::kThreads, Tile::kSmemBytes, params, grid, device, stream, msg);
 }
 
@@ -50,13 +50,19 @@ fmha_status launch_row_pair_forward(const ForwardParams &params, int head_dim_bu
   return FMHA_STATUS_INTERNAL_ERROR;
 }
 
+// `wide`: the 8-warp variant (native D 128 where the vendor has it).
 template <typename T, bool kQuantised>
-fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device, Stream stream,
-                           fmha_msg msg) {
+fmha_status launch_forward(const ForwardParams &params, int head_dim_bucket, bool wide, dim3 grid, int device,
+                           Stream stream, fmha_msg msg) {
+  (void)wide;  // (no wide tiles for the quantised kernels, nor on HIP)
   switch (head_dim_bucket) {
     case 64:
       return launch_forward_bucket<T, 64, kQuantised>(params, grid, device, stream, msg);
     case 128:
+#if FMHA_GPU_HAS_WIDE_TILES
+      if constexpr (!kQuantised)
+        if (wide) return launch_forward_bucket<T, 128, false, 1, true>(params, grid, device, stream, msg);
+#endif
       return launch_forward_bucket<T, 128, kQuantised>(params, grid, device, stream, msg);
     case 256:
       return launch_forward_bucket<T, 256, kQuantised>(params, grid, device, stream, msg);

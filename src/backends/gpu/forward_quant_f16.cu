@@ -6,7 +6,7 @@ namespace fmha::gpu {
 
 fmha_status launch_splitk_forward_quant_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                             Stream stream, fmha_msg msg) {
-  return launch_forward<half_t, true>(params, head_dim_bucket, grid, device, stream, msg);
+  return launch_forward<half_t, true>(params, head_dim_bucket, false, grid, device, stream, msg);
 }
 
 }  // namespace fmha::gpu

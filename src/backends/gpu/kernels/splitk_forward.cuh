@@ -68,17 +68,19 @@ struct QuantStageBytes<Loader, true> {
 // Warps, keys per tile, stages and resident CTAs are the vendor's
 // TilePolicy (what suits an SM or a CU, and its shared memory).
 // kRowTilesPerCta 2 (row pairs; native K/V up to D 128): 32 query rows per
-// CTA. Where a K/V head has more than 16 rows (MQA's 32 heads, Mq 16 of
+// CTA. Where a K/V head has more than 16 query rows (MQA's 32 heads, Mq 16 of
 // GQA), one CTA per 16 rows would run the whole per-tile chain (copies,
 // barriers, K and V fragment loads) once per 16 rows over the same K/V
 // tile; a pair runs it once for 32, only the MMAs and the softmax doubled.
-template <typename T, int kHeadDimBucket, bool kQuantisedKv = false, int kRowTilesPerCta = 1>
+// kWide: the vendor's wide TilePolicy (8 warps; one row tile, native D 128).
+template <typename T, int kHeadDimBucket, bool kQuantisedKv = false, int kRowTilesPerCta = 1, bool kWide = false>
 struct ForwardTile {
   static constexpr bool kQuantised = kQuantisedKv;
   static constexpr int kRowTiles = kRowTilesPerCta;
   static_assert(kRowTiles == 1 || (kRowTiles == 2 && !kQuantisedKv && kHeadDimBucket <= 128),
                 "row pairs: native K/V, head dims up to 128");
-  using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv>;
+  static_assert(!kWide || kRowTiles == 1, "wide tiles: one row tile per CTA");
+  using Policy = TilePolicy<kHeadDimBucket, kQuantisedKv, kWide>;
   using Layout = FragmentLayout;
   using QkType = T;  // Q's dtype in memory
   using QkMmaType = std::conditional_t<kQuantised, half_t, T>;
@@ -892,11 +894,11 @@ __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend 
   }
 }
 
-template <typename T, int kHeadDimBucket, bool kQuantised, int kRowTiles = 1>
-__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>::kThreads),
-                                       (ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>::kMinBlocksPerSm))
+template <typename T, int kHeadDimBucket, bool kQuantised, int kRowTiles = 1, bool kWide = false>
+__global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles, kWide>::kThreads),
+                                       (ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles, kWide>::kMinBlocksPerSm))
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
-  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles>;
+  using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles, kWide>;
   extern __shared__ __align__(128) uint8_t smem[];
   attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
     attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);

@@ -24,6 +24,8 @@ constexpr const char kVendorName[] = "cuda";
 #define FMHA_GPU_HAS_MLA_KERNEL 1
 // The tile kernel's row pairs (32 query rows per CTA; native K/V, D <= 128).
 #define FMHA_GPU_HAS_ROW_PAIRS 1
+// The tile kernel's wide variant (8 warps, 3 stages) at native D 128.
+#define FMHA_GPU_HAS_WIDE_TILES 1
 
 // ---------------------------------------------------------------- runtime --
 

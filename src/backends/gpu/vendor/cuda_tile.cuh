@@ -173,12 +173,18 @@ struct FragmentLayout {
 // the read bandwidth, 2 CTAs x 3 stages 72%). D 512: one CTA of 2 stages
 // (its 147 KB also fit the 163 KB an sm_80 block may use). Quantised
 // stages are packed rows, a quarter to a half of a T stage: 3 of them.
-template <int kHeadDim, bool kQuantised>
+// kWide (native D 128 only, for grids of at most two CTAs per SM): 8 warps
+// (8 keys of S, 16 dims of O each) and 3 stages, 2 CTAs per SM: twice the
+// warps and tiles in flight where the grid leaves SMs that empty anyway
+// (H200, run 52: 8 warps in 2 stages 1.04-1.11x on such grids, 15-25%
+// slower on large ones, whose third resident CTA it gives up).
+template <int kHeadDim, bool kQuantised, bool kWide = false>
 struct TilePolicy {
-  static constexpr int kWarps = 4;
+  static_assert(!kWide || (kHeadDim == 128 && !kQuantised), "wide tiles: native D 128");
+  static constexpr int kWarps = kWide ? 8 : 4;
   static constexpr int kBlockN = kQuantised || kHeadDim > 128 ? 32 : 64;
-  static constexpr int kStages = kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
-  static constexpr int kMinBlocksPerSm = kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
+  static constexpr int kStages = kWide ? 3 : kQuantised ? 3 : kHeadDim <= 64 ? 4 : 2;
+  static constexpr int kMinBlocksPerSm = kWide ? 2 : kHeadDim <= 256 ? (kQuantised && kHeadDim > 128 ? 2 : 3) : 1;
 };
 
 #define FMHA_GPU_LAUNCH_BOUNDS(threads, blocks) __launch_bounds__(threads, blocks)

@@ -34,6 +34,8 @@ constexpr const char kVendorName[] = "hip";
 // Row pairs: the shared tile kernel supports them on both vendors; HIP
 // leaves them out until an AMD GPU has run them (and its build time).
 #define FMHA_GPU_HAS_ROW_PAIRS 0
+// Nor the tile kernel's wide variant (its TilePolicy is AMD's own).
+#define FMHA_GPU_HAS_WIDE_TILES 0
 
 // ---------------------------------------------------------------- runtime --
 

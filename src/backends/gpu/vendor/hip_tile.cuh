@@ -109,8 +109,9 @@ struct FragmentLayout {
 // 64 keys (4 wavefronts) at D 64, 32 at D 128 and 16 (one wavefront) for
 // larger heads, keeping Q, two K/V stages and P within 64 KB; D 512 has
 // room for one stage only. Not tuned (no AMD hardware here).
-template <int kHeadDim, bool kQuantised>
+template <int kHeadDim, bool kQuantised, bool kWide = false>
 struct TilePolicy {
+  static_assert(!kWide, "no wide tiles on HIP (FMHA_GPU_HAS_WIDE_TILES 0)");
   static constexpr int kBlockN = kHeadDim <= 64 ? 64 : kHeadDim <= 128 ? 32 : 16;
   static constexpr int kWarps = kBlockN / 16;
   static constexpr int kStages = !kQuantised && kHeadDim == 512 ? 1 : 2;
