@@ -879,11 +879,14 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 }
 
 // The body of every forward kernel: `attend(piece_index, cell)` for each
-// piece of this CTA's work item, in order. The combine kernel may be
-// scheduled into the grid's tail (it waits for the whole grid before it
-// reads a partial).
+// piece of this CTA's work item, in order. The kernel may have been
+// launched overlapping the stream's previous kernel (launch_forward_kernel),
+// which may write Q, K/V or the schedule, or read O: it waits for it before
+// any global access. The combine kernel may be scheduled into the grid's
+// tail (it waits for the whole grid before it reads a partial).
 template <typename Attend>
 __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend attend) {
+  wait_for_prior_grids();
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);
   int32_t first_piece = 0;
