@@ -233,14 +233,23 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // outside that case (B 32-128 dense, paged, varying lengths, MHA), and 3
   // waves ahead of 2 at head dim 256 (1.15x).
   // Row pairs: 2 resident CTAs of 32 rows, so one wave of them is 2 per
-  // SM. Their 2 waves are MQA's near-best (autotune, run 54 of
-  // docs/validation.md: 4 waves 3% faster); Mq 16 ran fastest unsplit
-  // (637 vs 697 us), a rule not yet changed (docs/performance.md notes).
+  // SM. An even batch whose pair CTAs already fill whole waves of them
+  // (at least one, 90% full or more: Mq 16 of GQA 32/8 at B 32 is 512 CTAs,
+  // 97% of 2 waves) stays unsplit: splitting adds as many CTAs again
+  // for the same waves, plus the combine (autotune, run 54 of
+  // docs/validation.md: Mq 16 unsplit 637 us against 697 split in 2).
   const int32_t head_dim = std::max(problem.head_dim_qk, problem.head_dim_v);
   const bool pairs = uses_row_pairs(plan);
   const int64_t resident = pairs ? 2 : head_dim <= 128 ? 3 : head_dim <= 256 ? 2 : 1;
   const int64_t items = problem.batch * items_per_range;
   if (evenly && items <= resident * workers && longest <= kShortSequenceKeys) return ScheduleChoice{0, min_piece};
+  if (pairs && evenly) {
+    const int64_t pair_ctas =
+        items * ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), kRowsPerPair);
+    const int64_t wave = resident * workers;
+    const int64_t waves = ceil_div(pair_ctas, wave);
+    if (pair_ctas >= wave && pair_ctas * 10 >= waves * wave * 9) return ScheduleChoice{0, min_piece};
+  }
   const ScheduleChoice default_waves{pairs ? 2 : head_dim <= 256 ? 3 : 2, min_piece};
   // A small batch (little K/V work per SM) whose 256-key pieces would make
   // more than 2 CTAs per SM, counting the row tiles of each range (MQA's 32

@@ -419,6 +419,33 @@ TEST(Schedule, RowPairsForMoreThanSixteenRowsPerKvHead) {
   EXPECT_FALSE(uses_row_pairs(plan_for(shape)));
 }
 
+// Row pairs that already fill whole waves of pair CTAs (2 per SM), 90% or
+// more, stay unsplit: Mq 16 of GQA 32/8 at B 32 is 32 x 8 x 2 = 512 pair
+// CTAs, 97% of 2 waves of 264. Fewer than one wave (MQA B 32: 32 CTAs) or
+// a wave much less full still split.
+TEST(Schedule, RowPairsFillingWholeWavesStayUnsplit) {
+  Shape shape;
+  shape.dl_device_type = kDLCUDA;
+  shape.num_workers = 132;
+  shape.batch = 32;
+  shape.max_kv_seqlen = 8192;
+  shape.heads_q = 32;
+  shape.heads_kv = 8;
+  shape.max_q_seqlen = 16;
+  ASSERT_TRUE(uses_row_pairs(plan_for(shape)));
+  EXPECT_EQ(scheduled(shape).num_ranges, 1) << "512 pair CTAs: 97% of 2 waves";
+  shape.batch = 128;
+  shape.max_kv_seqlen = 2048;
+  EXPECT_EQ(scheduled(shape).num_ranges, 1) << "2048 pair CTAs: 97% of 8 waves";
+  shape.batch = 20;
+  shape.max_kv_seqlen = 8192;
+  EXPECT_GT(scheduled(shape).num_ranges, 1) << "320 pair CTAs: 61% of 2 waves";
+  shape.batch = 32;
+  shape.max_q_seqlen = 1;
+  shape.heads_kv = 1;
+  EXPECT_GT(scheduled(shape).num_ranges, 1) << "MQA: 32 pair CTAs, an eighth of a wave";
+}
+
 // AMD GPUs start from the reference operator's HIP split count, as a
 // balanced partition of about B x split_k ranges with 64-key pieces: B 1
 // L 32768 over 8 K/V heads splits 128 ways (the reference's count) rounded
