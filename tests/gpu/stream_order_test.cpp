@@ -18,9 +18,11 @@
 namespace fmha_test {
 namespace {
 
+// Unequal lengths travel in a padded K/V tensor (DENSE needs equal ones).
 AttentionCase gqa_case(const char *name, std::vector<int32_t> kv_len, int32_t split_k) {
   AttentionCase c;
   c.name = name;
+  c.kv_layout = FMHA_KV_PADDED;
   c.kv_len = std::move(kv_len);
   c.heads_q = 8;
   c.heads_kv = 2;
