@@ -325,15 +325,22 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // The wide tile kernel (8 warps, 3 stages, 2 CTAs per SM) where the grid
   // has at most two CTAs per SM: there it doubles the warps and the tiles
   // in flight; on larger grids the third resident CTA of the 4-warp kernel
-  // keeps more K/V in flight (docs/performance.md, run 52).
+  // keeps more K/V in flight (docs/performance.md, run 52). Only where the
+  // memory feeds each SM at least 30 GB/s (peak, from the memory clock and
+  // bus): the extra bytes in flight pay where bandwidth x latency is large
+  // (H200, 37 GB/s per SM: 1.05-1.075x, run 54); on an H100 (25 GB/s per
+  // SM) the wide kernel was 1.6-5.3% slower on three of four such
+  // problems (run 57).
   // Not with FMHA_FLAG_BATCH_INVARIANT: the choice depends on the batch's
   // grid, and the two kernels sum the softmax's warp partials in another
   // order. FMHA_SPLITK_TEST_WIDE_TILES=0 / 1 forces the choice (tests: both
   // kernels on the same cases).
   if (!quantised && !mla && !row_pairs && bucket == 128) {
     const int64_t grid_ctas = config.work_items * row_tiles * heads;
-    config.wide = !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) &&
-                  grid_ctas <= 2 * static_cast<int64_t>(std::max(1, plan->device.num_workers));
+    const int32_t sms = std::max(1, plan->device.num_workers);
+    constexpr double kWideMinGbpsPerSm = 30.0;
+    config.wide = !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) && grid_ctas <= 2 * static_cast<int64_t>(sms) &&
+                  plan->device.memory_bandwidth_gbps >= kWideMinGbpsPerSm * sms;
     if (const char *forced = std::getenv("FMHA_SPLITK_TEST_WIDE_TILES")) config.wide = forced[0] == '1';
     if (config.wide) {
       tile = wide_tile_info(problem.q_dtype);
