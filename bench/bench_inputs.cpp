@@ -95,7 +95,7 @@ Metadata::Metadata(Device &device, const BenchCase &c)
 }
 
 InputSet::InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata,
-                   const DeviceBuffer &workspace)
+                   const DeviceBuffer *workspace)
     : q_(device, bf16_bytes(q_shape(c))),
       k_(device, static_cast<size_t>(c.kv_rows() * c.spec.heads_kv * c.kv_head_bytes())),
       v_(device, k_.bytes()),
@@ -132,8 +132,8 @@ InputSet::InputSet(Device &device, const BenchCase &c, int64_t index, const Meta
   args_.o = o_tensor_.dl();
   args_.kv_seqlen = metadata.kv_seqlen();
   args_.block_table = metadata.block_table();
-  args_.workspace = workspace.data();
-  args_.workspace_size = workspace.bytes();
+  args_.workspace = workspace != nullptr ? workspace->data() : nullptr;
+  args_.workspace_size = workspace != nullptr ? workspace->bytes() : 0;
   args_.stream = device.stream();
 }
 

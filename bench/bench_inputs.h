@@ -41,10 +41,12 @@ class Metadata {
 // One of the rotated input sets: its own Q, K, V (with their scales for
 // fp8) and O, random on the device; O poisoned with NaN so that a row no
 // run writes fails the check. Runs on one stream are ordered, so the sets
-// share the workspace.
+// share the workspace (the plan's own or the bench's).
 class InputSet {
  public:
-  InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata, const DeviceBuffer &workspace);
+  // `workspace` NULL: the runs use the plan's own workspace (args.workspace
+  // NULL), where split plans merge inside the forward kernel.
+  InputSet(Device &device, const BenchCase &c, int64_t index, const Metadata &metadata, const DeviceBuffer *workspace);
   const fmha_splitk_args &args() const { return args_; }
   const DeviceBuffer &q() const { return q_; }
   const DeviceBuffer &k() const { return k_; }

@@ -236,6 +236,9 @@ struct BenchSettings {
   bool on_gpu = false;
   int64_t replays = kDefaultReplays;
   bool check = true;
+  // Runs on a workspace of the bench's (--caller-workspace) instead of the
+  // plan's own: split runs then take the combine pass.
+  bool caller_workspace = false;
 };
 
 void bench_case(Device &device, const BenchSettings &settings, BenchResult &result) {
@@ -252,7 +255,9 @@ void bench_case(Device &device, const BenchSettings &settings, BenchResult &resu
   const DeviceBuffer workspace(device, info.workspace_size);
   const int64_t set_count = rotated_sets(c.kv_allocated_bytes());
   std::vector<std::unique_ptr<InputSet>> sets;
-  for (int64_t i = 0; i < set_count; ++i) sets.push_back(std::make_unique<InputSet>(device, c, i, metadata, workspace));
+  for (int64_t i = 0; i < set_count; ++i)
+    sets.push_back(
+        std::make_unique<InputSet>(device, c, i, metadata, settings.caller_workspace ? &workspace : nullptr));
   const auto run_set = [&](const InputSet &set) {
     check_status(fmha_splitk_run(plan.get(), &set.args()), "fmha_splitk_run");
   };
@@ -316,6 +321,7 @@ int bench_main(const Options &options) {
   settings.on_gpu = probe_info.backend != FMHA_BACKEND_CPU;
   settings.replays = settings.on_gpu ? std::max(requested_replays, kMinGpuReplays) : requested_replays;
   settings.check = !options.flag("no-check");
+  settings.caller_workspace = options.flag("caller-workspace");
   const std::unique_ptr<Device> device = device_for(probe_info);
 
   BenchReport report;
@@ -385,7 +391,9 @@ std::string bench_usage() {
          "                     configuration; the config column (config_source in the JSON) says\n"
          "                     where each plan's came from: heuristic, tuning_cache or autotune\n"
          "  --commit SHA       the commit measured, recorded in the JSON\n"
-         "  --no-check         skip the check against the CPU backend\n";
+         "  --no-check         skip the check against the CPU backend\n"
+         "  --caller-workspace run on a workspace the bench allocates instead of the plan's own\n"
+         "                     (split runs then merge in a second launch, not in the forward kernel)\n";
 }
 
 }  // namespace
@@ -396,7 +404,7 @@ const Subcommand kBenchSubcommand = {
     /*usage=*/bench_usage,
     /*options=*/{"problems", "only", "backend", "replays", "out", "commit", "tuning-cache"},
     /*main=*/bench_main,
-    /*flags=*/{"no-check"},
+    /*flags=*/{"no-check", "caller-workspace"},
 };
 
 }  // namespace fmha_cli

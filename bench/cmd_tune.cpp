@@ -79,7 +79,7 @@ void tune_case(Device &device, const TuneSettings &settings, TuneResult &result)
   const DeviceBuffer workspace(device, info.workspace_size);
   // One set: autotune overwrites the L2 before each timed run, so the data
   // come from memory without rotating sets.
-  const InputSet set(device, c, 0, metadata, workspace);
+  const InputSet set(device, c, 0, metadata, &workspace);
   device.synchronize();
   check_status(fmha_splitk_autotune(plan.get(), &set.args(), &settings.autotune), "fmha_splitk_autotune");
 

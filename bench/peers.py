@@ -148,8 +148,10 @@ def fmha_splitk_py_peer(problem, lens, q, k, v):
     """Ours through the Python binding (python/fmha_splitk, the library that
     FMHA_SPLITK_LIBRARY names or build/lib holds): the peers' [B, H, L, D]
     tensors seen as [B, L, H, D] (strided views, no copy); padded lengths
-    when they vary. One plan and workspace per problem, shared by its input
-    sets; each call runs on the current stream (the graph's when captured)."""
+    when they vary. One plan per problem, shared by its input sets, running
+    on its own workspace (as `fmha-splitk bench` does: split runs merge in
+    the forward kernel); each call runs on the current stream (the graph's
+    when captured)."""
     try:
         import fmha_splitk
     except ImportError:
@@ -157,22 +159,20 @@ def fmha_splitk_py_peer(problem, lens, q, k, v):
         import fmha_splitk
     varying = len(set(lens)) > 1
     if problem["name"] not in _binding_plans:
-        _binding_plans.clear()  # the previous problem's plan and workspace
+        _binding_plans.clear()  # the previous problem's plan
         plan = fmha_splitk.Plan(backend="cuda", batch=q.shape[0], max_q_seqlen=q.shape[2],
                                 max_kv_seqlen=k.shape[2], heads_q=q.shape[1], heads_kv=k.shape[1],
                                 head_dim_qk=q.shape[3], q_dtype=q.dtype,
                                 kv_layout="padded" if varying else "dense",
                                 kv_seqlen_hint=lens if varying else None)
-        workspace = torch.empty(max(1, plan.workspace_size), dtype=torch.uint8, device="cuda")
         kv_seqlen = torch.tensor(lens, dtype=torch.int32, device="cuda") if varying else None
-        _binding_plans[problem["name"]] = (plan, workspace, kv_seqlen)
-    plan, workspace, kv_seqlen = _binding_plans[problem["name"]]
+        _binding_plans[problem["name"]] = (plan, kv_seqlen)
+    plan, kv_seqlen = _binding_plans[problem["name"]]
     o = torch.empty(q.shape[0], q.shape[2], q.shape[1], q.shape[3], dtype=q.dtype, device="cuda")
     q_, k_, v_ = (t.transpose(1, 2) for t in (q, k, v))
 
     def call():
-        plan.run(q=q_, k=k_, v=v_, o=o, kv_seqlen=kv_seqlen, workspace=workspace,
-                 stream=torch.cuda.current_stream())
+        plan.run(q=q_, k=k_, v=v_, o=o, kv_seqlen=kv_seqlen, stream=torch.cuda.current_stream())
         return o.transpose(1, 2)
     return call
 

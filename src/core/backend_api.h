@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define FMHA_BACKEND_API_VERSION 1u
+#define FMHA_BACKEND_API_VERSION 2u
 
 /** Largest rank of a canonical view. */
 #define FMHA_MAX_VIEW_RANK 6
@@ -161,6 +161,13 @@ typedef struct fmha_plan_data {
   size_t ws_meta_offset;        /* backend scheduling metadata */
   size_t ws_meta_size;
   size_t workspace_size;
+  /** Counters (uint32) a run needs to merge split sequences inside its
+   *  forward kernel (the last CTA of each sequence's row tile merges)
+   *  instead of in a second pass; 0: the plan has no such merge. Set by
+   *  the backend's plan(); the core allocates them beside the plan's own
+   *  workspace, zeroed, and passes them only to runs on that workspace
+   *  (fmha_run_views.merge_counters). */
+  int64_t merge_counters;
   char kernel_name[96];
   /** Opaque to the core: the backend's kernel configuration. */
   uint8_t backend_private[256];
@@ -176,6 +183,10 @@ typedef struct fmha_run_views {
   /** Never NULL when workspace_size > 0 (the core substitutes the plan's). */
   void *workspace;
   size_t workspace_size;
+  /** plan->merge_counters uint32 counters, zero before the run, which the
+   *  run leaves zero again; NULL: merge in a separate pass. Given only to
+   *  runs on the plan's own workspace (one run at a time per plan). */
+  void *merge_counters;
   void *stream;
 } fmha_run_views;
 
@@ -263,6 +274,11 @@ typedef struct fmha_backend_v1 {
    *  synchronous. NULL: as time_run. */
   fmha_status (*copy_to_host)(int32_t device_id, void *dst, const void *src, size_t bytes, void *stream,
                               fmha_msg msg);
+  /** Sets `bytes` of device `device_id`'s memory at `ptr` (from alloc) to
+   *  zero and waits for it, without waiting for other work on the device
+   *  (plan creation: the plan's merge counters). NULL: the core gives the
+   *  backend no merge counters. */
+  fmha_status (*zero)(int32_t device_id, void *ptr, size_t bytes, fmha_msg msg);
 } fmha_backend_v1;
 
 typedef int32_t (*fmha_backend_score_fn)(void);

@@ -24,9 +24,30 @@ constexpr uintptr_t kWorkspaceAlignment = 256;
 
 fmha_splitk_plan_s::~fmha_splitk_plan_s() {
   if (owned_workspace != nullptr) backend.free(data.device.device_id, owned_workspace);
+  if (merge_counters != nullptr) backend.free(data.device.device_id, merge_counters);
 }
 
 namespace fmha::core {
+
+void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data) {
+  const fmha_backend_v1 &backend = plan.backend;
+  if (data.merge_counters <= plan.merge_counters_capacity || backend.zero == nullptr ||
+      (data.problem.flags & FMHA_FLAG_EXTERNAL_WORKSPACE))
+    return;
+  const size_t bytes = static_cast<size_t>(data.merge_counters) * sizeof(uint32_t);
+  void *counters = nullptr;
+  BackendMessage message;
+  check_backend(backend.alloc(data.device.device_id, bytes, &counters, message.msg()), message, backend.name,
+                cat("allocating the plan's ", bytes, " bytes of merge counters").c_str());
+  BackendMessage zero_message;
+  const fmha_status zeroed = backend.zero(data.device.device_id, counters, bytes, zero_message.msg());
+  if (zeroed != FMHA_STATUS_SUCCESS) backend.free(data.device.device_id, counters);
+  check_backend(zeroed, zero_message, backend.name, "zeroing the plan's merge counters");
+  std::lock_guard<std::mutex> workspace_lock(plan.owned_workspace_lock);
+  if (plan.merge_counters != nullptr) backend.free(data.device.device_id, plan.merge_counters);
+  plan.merge_counters = counters;
+  plan.merge_counters_capacity = data.merge_counters;
+}
 
 std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &problem) {
   fmha_plan_data data;
@@ -75,6 +96,7 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
     check_backend(table.alloc(choice.device_id, data.workspace_size, &workspace, alloc_message.msg()), alloc_message,
                   table.name, cat("allocating the plan's ", data.workspace_size, "-byte workspace").c_str());
     plan->owned_workspace = workspace;
+    give_merge_counters(*plan, data);
   }
   return plan;
 }
@@ -103,6 +125,10 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
   if (owned) {
     views.workspace = plan.owned_workspace;
     views.workspace_size = plan.data.workspace_size;
+    // One run at a time on the owned workspace (the lock below): its merge
+    // counters, zero between runs, are this run's.
+    if (plan.data.merge_counters > 0 && plan.merge_counters_capacity >= plan.data.merge_counters)
+      views.merge_counters = plan.merge_counters;
   } else {
     if (args.workspace_size < plan.data.workspace_size)
       fail(FMHA_STATUS_INSUFFICIENT_WORKSPACE,

@@ -35,6 +35,11 @@ struct fmha_splitk_plan_s {
   void *owned_workspace = nullptr;
   // Gives the owned workspace to one run at a time.
   std::mutex owned_workspace_lock;
+  // data.merge_counters (or more) zeroed counters for the runs on the
+  // owned workspace (fmha_run_views.merge_counters); NULL when the plan
+  // needs none, owns no workspace or the backend cannot zero memory.
+  void *merge_counters = nullptr;
+  int64_t merge_counters_capacity = 0;
   // Guards `candidates` (computed on first use by the config queries).
   std::mutex tuning_lock;
   std::vector<fmha::core::Candidate> candidates;
@@ -55,6 +60,12 @@ fmha_splitk_plan_info plan_info(fmha_splitk_plan_s &plan);
 // with the partition `choice` (waves < 0: the heuristic; receives the
 // parameters used) through the core's schedule and the backend's plan().
 // Throws as plan creation does.
+// Gives `plan` zeroed merge counters for `data` (data.merge_counters of
+// them, kept if it has enough) where it owns a workspace and its backend
+// can zero memory. Throws as plan creation does; on failure the plan keeps
+// what it had.
+void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data);
+
 void plan_with_choice(fmha_plan_data &data, const fmha_backend_v1 &backend,
                       const std::vector<int32_t> &kv_seqlen_hint, ScheduleChoice &choice);
 

@@ -655,6 +655,8 @@ void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha
     if (plan.owned_workspace != nullptr) backend.free(device, plan.owned_workspace);
     plan.owned_workspace = grown;
   }
+  // ... and its merge counters (zero, as the runs on it leave them).
+  if (plan.owned_workspace != nullptr) give_merge_counters(plan, best.data);
   {
     std::lock_guard<std::mutex> workspace_lock(plan.owned_workspace_lock);
     plan.data = best.data;

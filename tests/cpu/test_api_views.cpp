@@ -4,6 +4,7 @@
 // quantised tensor forms, and the checks that only a GPU device's
 // properties trigger (row alignment). Each test runs in its own process.
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "cpu/test_api_support.h"
@@ -99,6 +100,47 @@ TEST_F(Views, ProblemDefaultsAreResolved) {
   EXPECT_EQ(p.kv_seqlen_hint, nullptr);
   EXPECT_EQ(record.plan.device.dl_device_type, kDLROCM);
   EXPECT_STREQ(record.plan.kernel_name, "fake");
+}
+
+// A plan that asks for merge counters (split: the fake asks for three)
+// gets them zeroed at creation, and only runs on its own workspace (NULL
+// args.workspace) see them: one run at a time uses that workspace, while
+// runs on callers' workspaces may overlap.
+TEST_F(Views, MergeCountersGoOnlyToRunsOnThePlansWorkspace) {
+  problem_.split_k = 2;
+  const int32_t zeroes_before = fake_record().zeroes;
+  fmha_splitk_args args = dense_args();
+  const fmha_fake_record &own = run(args);
+  ASSERT_EQ(own.plan.merge_counters, 3);
+  EXPECT_EQ(own.zeroes, zeroes_before + 1);
+  ASSERT_NE(own.run.merge_counters, nullptr);
+  const auto *counters = static_cast<const uint32_t *>(own.run.merge_counters);
+  EXPECT_EQ(counters[0] | counters[1] | counters[2], 0u);
+  EXPECT_EQ(own.run.workspace_size, own.plan.workspace_size);
+
+  const size_t bytes = (own.plan.workspace_size + 255) / 256 * 256;
+  std::unique_ptr<void, void (*)(void *)> workspace(std::aligned_alloc(256, bytes), std::free);
+  args.workspace = workspace.get();
+  args.workspace_size = bytes;
+  EXPECT_EQ(run(args).run.merge_counters, nullptr);
+
+  // Without a workspace of its own a plan has no counters either.
+  fmha_splitk_destroy_plan(plan_);
+  plan_ = nullptr;
+  problem_.flags = FMHA_FLAG_EXTERNAL_WORKSPACE;
+  EXPECT_EQ(run(args).run.merge_counters, nullptr);
+  EXPECT_EQ(fake_record().zeroes, zeroes_before + 1);
+
+  // An unsplit plan asks for none.
+  fmha_splitk_destroy_plan(plan_);
+  plan_ = nullptr;
+  problem_.flags = 0;
+  problem_.split_k = 1;
+  args.workspace = nullptr;
+  args.workspace_size = 0;
+  const fmha_fake_record &unsplit = run(args);
+  EXPECT_EQ(unsplit.plan.merge_counters, 0);
+  EXPECT_EQ(unsplit.run.merge_counters, nullptr);
 }
 
 TEST_F(Views, FourDimFormsGetAGroupDimAndByteOffsetIsApplied) {

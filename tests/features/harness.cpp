@@ -802,13 +802,26 @@ RunResult run_attention(const AttentionData &data, const DeviceInputs &inputs, c
     return std::move(result);
   };
   fmha_splitk_plan_t raw_plan = nullptr;
-  fmha_status status = fmha_splitk_create_plan(&p, &raw_plan);
+  const fmha_status status = fmha_splitk_create_plan(&p, &raw_plan);
   if (status != FMHA_STATUS_SUCCESS) return fail("fmha_splitk_create_plan", status);
   std::unique_ptr<fmha_splitk_plan_s, void (*)(fmha_splitk_plan_t)> plan(raw_plan, &fmha_splitk_destroy_plan);
-  if ((status = fmha_splitk_get_plan_info(plan.get(), &result.info)) != FMHA_STATUS_SUCCESS)
+  return run_planned(data, inputs, p, plan.get());
+}
+
+RunResult run_planned(const AttentionData &data, const DeviceInputs &inputs, const fmha_splitk_problem &p,
+                      fmha_splitk_plan_t plan) {
+  Device &device = device_under_test();
+  RunResult result;
+  auto fail = [&](const char *call, fmha_status status) {
+    result.status = status;
+    result.error = std::string(call) + " returned " + fmha_status_string(status) + ": " + fmha_last_error_message();
+    return std::move(result);
+  };
+  fmha_status status;
+  if ((status = fmha_splitk_get_plan_info(plan, &result.info)) != FMHA_STATUS_SUCCESS)
     return fail("fmha_splitk_get_plan_info", status);
   size_t workspace_size = 0;
-  if ((status = fmha_splitk_plan_workspace_size(plan.get(), &workspace_size)) != FMHA_STATUS_SUCCESS)
+  if ((status = fmha_splitk_plan_workspace_size(plan, &workspace_size)) != FMHA_STATUS_SUCCESS)
     return fail("fmha_splitk_plan_workspace_size", status);
   std::shared_ptr<void> workspace;
   if (!data.spec.null_workspace && workspace_size > 0)
@@ -854,7 +867,7 @@ RunResult run_attention(const AttentionData &data, const DeviceInputs &inputs, c
   args.workspace = workspace.get();
   args.workspace_size = workspace ? workspace_size : 0;
   args.stream = device.stream();
-  if ((status = fmha_splitk_run(plan.get(), &args)) != FMHA_STATUS_SUCCESS) return fail("fmha_splitk_run", status);
+  if ((status = fmha_splitk_run(plan, &args)) != FMHA_STATUS_SUCCESS) return fail("fmha_splitk_run", status);
   device.synchronize();
   if (partials) {
     device.download(*o_partial, result.o_partial);

@@ -177,6 +177,10 @@ struct RunResult {
 // inputs; NaN-poisoned outputs are uploaded, written and downloaded.
 RunResult run_attention(const AttentionData &data, const DeviceInputs &inputs, const fmha_splitk_problem &problem);
 RunResult run_attention(const AttentionData &data);
+// One run of `plan`, made for `problem` (data.problem with the device's
+// backend), as run_attention does it: any number of runs of one plan.
+RunResult run_planned(const AttentionData &data, const DeviceInputs &inputs, const fmha_splitk_problem &problem,
+                      fmha_splitk_plan_t plan);
 
 // ||round(ref) - ref|| / ||ref||: what storing the exact result in `output`
 // costs by itself.

@@ -28,6 +28,10 @@ struct GraphCase {
   int32_t split_k = 0;  // 0: the plan balances by the lengths it reads at run time
   bool batch_invariant = false;
   int32_t mask = FMHA_MASK_NONE;
+  // NULL workspace: the plan's own, on which split runs merge inside the
+  // forward kernel (one launch); the lengths, and so each sequence's
+  // slots, change between replays while its counters carry over.
+  bool own_workspace = false;
 };
 
 std::string case_name(const ::testing::TestParamInfo<GraphCase> &info) { return info.param.name; }
@@ -79,8 +83,12 @@ TEST_P(CudaGraph, ReplaysFollowLengthsAndBlockTables) {
   const DeviceTensor o_dev = device.upload(o), lse_dev = device.upload(lse);
   const Stream stream;
 
-  const fmha_splitk_args args =
-      run_args(in, o_dev, &lse_dev, workspace.get(), workspace.bytes(), stream.get());
+  const fmha_splitk_args args = c.own_workspace
+                                    ? run_args(in, o_dev, &lse_dev, nullptr, 0, stream.get())
+                                    : run_args(in, o_dev, &lse_dev, workspace.get(), workspace.bytes(), stream.get());
+  if (c.own_workspace) {
+    EXPECT_NE(std::string(info.kernel_name).find("+fused_merge"), std::string::npos) << info.kernel_name;
+  }
   GraphExec graph;
   graph.capture(stream.get(), [&] { fmha_check(fmha_splitk_run(plan.get(), &args), "fmha_splitk_run (captured)"); });
 
@@ -142,7 +150,13 @@ INSTANTIATE_TEST_SUITE_P(
         GraphCase{"padded_causal_mq4_f16", FMHA_KV_PADDED, Dtype::f16, 4, 900, 4, 8, 2, 128, 16, 0, false,
                   FMHA_MASK_CAUSAL},
         GraphCase{"paged_forced_split4_bf16", FMHA_KV_PAGED, Dtype::bf16, 4, 1000, 1, 8, 8, 128, 16, 4},
-        GraphCase{"paged_batch_invariant_bf16", FMHA_KV_PAGED, Dtype::bf16, 5, 1200, 1, 8, 2, 128, 32, 0, true}),
+        GraphCase{"paged_batch_invariant_bf16", FMHA_KV_PAGED, Dtype::bf16, 5, 1200, 1, 8, 2, 128, 32, 0, true},
+        GraphCase{"padded_b1_fused_merge_bf16", FMHA_KV_PADDED, Dtype::bf16, 1, 5000, 1, 8, 2, 128, 16, 0, false,
+                  FMHA_MASK_NONE, true},
+        GraphCase{"padded_split5_fused_merge_f16", FMHA_KV_PADDED, Dtype::f16, 3, 1100, 2, 8, 2, 64, 16, 5, false,
+                  FMHA_MASK_CAUSAL, true},
+        GraphCase{"paged_invariant_fused_merge_mqa_mq2", FMHA_KV_PAGED, Dtype::bf16, 3, 900, 2, 16, 1, 128, 16, 0, true,
+                  FMHA_MASK_NONE, true}),
     case_name);
 
 }  // namespace

@@ -6,6 +6,7 @@
 // The other variants break one step of loading.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "plugin/fake_record.h"
 
@@ -37,8 +38,11 @@ fmha_status device_props(int32_t device_id, fmha_device_props *props, fmha_msg) 
   return FMHA_STATUS_SUCCESS;
 }
 
+// Split plans ask for three merge counters, as a GPU plan that merges in
+// its forward kernel does.
 fmha_status plan(fmha_plan_data *plan_data, fmha_msg) {
   std::snprintf(plan_data->kernel_name, sizeof(plan_data->kernel_name), "fake");
+  plan_data->merge_counters = plan_data->max_partials > 0 ? 3 : 0;
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -74,6 +78,13 @@ fmha_status alloc(int32_t, size_t bytes, void **ptr, fmha_msg msg) {
 
 void release(int32_t, void *ptr) { std::free(ptr); }
 
+fmha_status zero(int32_t, void *ptr, size_t bytes, fmha_msg) {
+  std::memset(ptr, 0, bytes);
+  ++record.zeroes;
+  record.zeroed_bytes += bytes;
+  return FMHA_STATUS_SUCCESS;
+}
+
 const fmha_backend_v1 table = {FAKE_API_VERSION,
                                sizeof(fmha_backend_v1),
                                FMHA_BACKEND_HIP,
@@ -88,8 +99,9 @@ const fmha_backend_v1 table = {FAKE_API_VERSION,
                                release,
                                nullptr,
                                nullptr,
-                               nullptr,   // time_run: autotune answers NOT_SUPPORTED
-                               nullptr};  // copy_to_host
+                               nullptr,  // time_run: autotune answers NOT_SUPPORTED
+                               nullptr,  // copy_to_host
+                               zero};
 
 }  // namespace
 

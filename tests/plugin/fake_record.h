@@ -13,6 +13,8 @@ typedef struct fmha_fake_record {
   int32_t runs;
   int32_t merges;
   int32_t merge_backwards;
+  int32_t zeroes;      /* calls of the zero entry (plan creation: merge counters) */
+  size_t zeroed_bytes; /* bytes they zeroed */
   fmha_plan_data plan;
   fmha_run_views run;
   fmha_merge_views merge;

@@ -93,6 +93,7 @@ fmha_backend_v1 make_table() {
   table.check_status = gpu::check_status_entry;
   table.time_run = gpu::time_run_entry<gpu::run_entry>;
   table.copy_to_host = gpu::copy_to_host_entry;
+  table.zero = gpu::zero_entry;
   return table;
 }
 

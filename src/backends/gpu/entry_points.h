@@ -123,6 +123,18 @@ inline fmha_status alloc_entry(int32_t device_id, size_t bytes, void **ptr, fmha
   return FMHA_STATUS_SUCCESS;
 }
 
+// Zeroes memory from alloc_entry on the calling thread's per-thread
+// stream and waits for that alone: plan creation must not wait for the
+// work of the application's other streams.
+inline fmha_status zero_entry(int32_t device_id, void *ptr, size_t bytes, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  FMHA_GPU_CHECK(memset_async(ptr, 0, bytes, kPerThreadStream), msg);
+  FMHA_GPU_CHECK(stream_synchronize(kPerThreadStream), msg);
+  return FMHA_STATUS_SUCCESS;
+}
+
 inline void free_entry(int32_t device_id, void *ptr) {
   if (ptr == nullptr) return;
   // free() cannot report: a failure (e.g. the runtime already unloading at

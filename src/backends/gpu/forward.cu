@@ -56,6 +56,7 @@ struct ForwardPlan {
   int32_t mla_kernel;      // nonzero: the MLA decode kernel (fp8: where the rows allow 16-byte copies)
   int32_t row_pairs;       // nonzero: the tile kernel's row pairs (32 query rows per CTA)
   int32_t wide;            // nonzero: the tile kernel's wide variant (8 warps, 3 stages; native D 128)
+  int32_t fused_merge;     // nonzero: runs given merge counters merge in the forward kernel (no combine pass)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -354,6 +355,27 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     plan->workspace_size = align_up(plan->workspace_size) + checked_region_bytes(problem.batch);
   }
   config.combine = plan->max_partials > 0 && !(problem.flags & FMHA_FLAG_WRITE_PARTIALS);
+  // The merge inside the tile kernel: the last CTA of each (sequence, row
+  // tile, K/V head) to finish its piece merges the sequence's slots for its
+  // rows, so a run is one launch instead of two (host cost: a launch is
+  // 3.4-4.7 us; device time: the combine's launch and its wait for the
+  // whole forward grid). Where a sequence's slots are arithmetic on its
+  // length (not the scheduling pass's pieces) and a row tile's LSE values
+  // of all of them fit the CTA's shared memory; not in the streaming and
+  // MLA kernels. The counters (one per such unit) must be zero before a
+  // run, which leaves them zero: only runs on the plan's own workspace get
+  // them (the core zeroes them once); runs on a caller's workspace, whose
+  // contents are unspecified, launch the combine pass.
+  // FMHA_SPLITK_TEST_FUSED_MERGE=0 turns it off (tests and A/B).
+  plan->merge_counters = 0;
+  if (FMHA_GPU_HAS_FUSED_MERGE && config.combine && !streaming && !mla_kernel &&
+      static_cast<PieceSource>(config.piece_source) != PieceSource::kScheduled) {
+    const int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);  // per sequence
+    config.fused_merge = merge_smem_bytes(most_slots, rows_per_cta) <= static_cast<size_t>(tile.smem_bytes) ? 1 : 0;
+    if (const char *forced = std::getenv("FMHA_SPLITK_TEST_FUSED_MERGE"); forced != nullptr && forced[0] == '0')
+      config.fused_merge = 0;
+    if (config.fused_merge) plan->merge_counters = config.combine_items * row_tiles * heads;
+  }
   std::memcpy(plan->backend_private, &config, sizeof(config));
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d%s/%s%s",
                 dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
@@ -365,7 +387,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
                 row_pairs     ? "_r32"
                 : config.wide ? "_w8"
                               : "",
-                schedule_name, config.combine ? "+combine" : "");
+                schedule_name,
+                config.fused_merge ? "+fused_merge"
+                : config.combine   ? "+combine"
+                                   : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -452,6 +477,9 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     params.ws_o = reinterpret_cast<float *>(workspace + plan.ws_partial_o_offset);
     params.ws_lse = reinterpret_cast<float *>(workspace + plan.ws_partial_lse_offset);
   }
+  // (The core gives counters only to runs on the plan's own workspace.)
+  if (config.fused_merge && views.merge_counters != nullptr)
+    params.merge_counters = static_cast<uint32_t *>(views.merge_counters);
 
   params.q = views.q.data;
   params.k = views.k.data;
@@ -579,7 +607,7 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     st = problem.q_dtype == FMHA_DTYPE_F16
              ? launch_splitk_forward_f16(params, bucket, config.wide != 0, grid, device, stream, msg)
              : launch_splitk_forward_bf16(params, bucket, config.wide != 0, grid, device, stream, msg);
-  if (st != FMHA_STATUS_SUCCESS || !config.combine) return st;
+  if (st != FMHA_STATUS_SUCCESS || !config.combine || params.merge_counters != nullptr) return st;
 
   // (Programmatic dependent launch: CUDA compute capability 9.0 and newer;
   // the HIP vendor layer launches plainly.)

@@ -5,7 +5,8 @@
 //
 // Each vendor header provides:
 //   kVendorName                     "cuda" / "hip", for messages
-//   Stream, Error, kSuccess         runtime types
+//   Stream, Error, kSuccess, kPerThreadStream
+//                                   runtime types
 //   is_out_of_memory, error_name, error_string, take_last_error
 //   get_device_count, get_device, set_device, malloc_device, free_device,
 //   memory_device                   the runtime calls the entry points make

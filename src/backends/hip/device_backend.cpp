@@ -113,6 +113,7 @@ fmha_backend_v1 make_table() {
   table.check_status = fmha::gpu::check_status_entry;
   table.time_run = fmha::gpu::time_run_entry<fmha::gpu::run_entry>;
   table.copy_to_host = fmha::gpu::copy_to_host_entry;
+  table.zero = fmha::gpu::zero_entry;
   return table;
 }
 

@@ -136,6 +136,10 @@ struct ForwardParams {
   // [slots, G, Hq, Mq] with Mq = max_q_seqlen.
   float *ws_o;
   float *ws_lse;
+  // The merge inside the forward kernel (forward.cu, plan_forward): one
+  // counter per (sequence, row tile, group, K/V head), zero before the run
+  // and after it; NULL: the combine pass merges.
+  uint32_t *merge_counters;
 
   int32_t groups;
   int32_t heads_q;
@@ -178,6 +182,13 @@ struct ForwardParams {
   float softcap_log2;
   int32_t has_softcap;
 };
+
+// Shared memory of the merge inside the forward kernel for a row tile of
+// `rows` rows whose sequence has `slots` partial slots: each row's slot
+// LSE values (then their weights) and its merged LSE.
+__host__ __device__ constexpr size_t merge_smem_bytes(int64_t slots, int64_t rows) {
+  return static_cast<size_t>(rows * (slots + 1)) * sizeof(float);
+}
 
 // Keys of sequence b, clamped to [0, max_kv_seqlen]: lengths only live on
 // the device, and a bad one must not make the partition exceed the bounds

@@ -39,6 +39,7 @@
 #include "backends/gpu/kernels/quant_tile_loader.cuh"
 #include "backends/gpu/kernels/smem_tile.cuh"
 #include "backends/gpu/merge_math.cuh"
+#include "backends/gpu/split_combine.cuh"
 #include "backends/gpu/vendor/tile.cuh"
 
 namespace fmha::gpu::kernels {
@@ -444,6 +445,125 @@ __device__ __forceinline__ GridCell grid_cell(const ForwardParams &p) {
   return GridCell{head_index / p.heads_kv, head_index % p.heads_kv, tile_index % p.num_row_tiles,
                   tile_index / p.num_row_tiles};
 }
+
+#if FMHA_GPU_HAS_FUSED_MERGE
+// The merge inside the forward kernel (ForwardParams::merge_counters), run
+// by every thread of a CTA that has just written its rows of a split
+// sequence's slot: counts the slot in, and the last CTA of the (sequence,
+// row tile, group, K/V head) to do so merges the sequence's slots for
+// those rows into O and LSE, the sink joining the denominator: what the
+// combine pass does for them, with the same merge_math, summing the slots
+// in piece order (deterministic; the bits may differ from the combine
+// pass's, which adds in another order). Why one launch instead of two:
+// docs/performance.md. Uniform across the CTA.
+//
+// Memory order: the CTA's slot stores, a barrier, then one thread's
+// device-scope fence and atomicInc (release); the last CTA's counting
+// thread fences again after its atomicInc (acquire), and the CTA reads the
+// slots through L2 only (__ldcg: another SM wrote them). atomicInc wraps
+// to 0 past slots - 1, so the last CTA leaves the counter zero for the
+// next run.
+template <int kThreads>
+__device__ __forceinline__ void merge_if_last(const ForwardParams &p, const TileRows &t, int32_t row_tile,
+                                              int32_t group, int32_t head_kv, uint8_t *smem) {
+  __shared__ int32_t last;
+  int32_t batch = 0;
+  int32_t first_slot = 0;
+  const int32_t slots = split_slots(p.work, p.seq, t.piece.batch, &batch, &first_slot);
+  __syncthreads();  // every thread's stores of the slot are issued; shared memory is free
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    const int64_t unit =
+        ((static_cast<int64_t>(t.piece.batch) * p.num_row_tiles + row_tile) * p.groups + group) * p.heads_kv + head_kv;
+    __threadfence();
+    const uint32_t arrived = slots > 0 ? atomicInc(p.merge_counters + unit, static_cast<uint32_t>(slots - 1)) : 0u;
+    last = slots > 0 && arrived == static_cast<uint32_t>(slots - 1);
+    if (last) __threadfence();
+  }
+  __syncthreads();
+  if (!last) return;
+
+  // The plan sized this for the most slots a sequence can have
+  // (merge_smem_bytes <= the tile's shared memory).
+  const int32_t rows = t.rows_here;
+  float *const weight = reinterpret_cast<float *>(smem);  // [rows][slots]: slot LSE, then its weight
+  float *const merged_lse = weight + rows * slots;        // [rows]
+  const int64_t mq = p.seq.max_q_seqlen;
+  const int64_t slot_rows = static_cast<int64_t>(p.groups) * p.heads_q * mq;  // LSE entries per slot
+  // Tile row r's query (in its sequence) and query head, and its entry in a slot.
+  const auto query_of = [&](int32_t r) { return (t.row0 + r) / p.heads_per_kv; };
+  const auto head_of = [&](int32_t r) { return head_kv * p.heads_per_kv + (t.row0 + r) % p.heads_per_kv; };
+  const auto slot_entry = [&](int32_t r) {
+    return (static_cast<int64_t>(group) * p.heads_q + head_of(r)) * mq + query_of(r);
+  };
+  for (int32_t i = tid; i < rows * slots; i += kThreads) {
+    const int32_t r = i / slots;
+    const int32_t s = i % slots;
+    weight[i] = __ldcg(p.ws_lse + (first_slot + s) * slot_rows + slot_entry(r));
+  }
+  __syncthreads();
+
+  // A warp per row: the merged LSE, then the slots' weights.
+  const int warp = tid / kWarpSize;
+  const int lane = tid % kWarpSize;
+  const LaneGroup lanes(kWarpSize);
+  const auto max_op = [](float a, float b) { return propagating_max(a, b); };
+  for (int32_t r = warp; r < rows; r += kThreads / kWarpSize) {
+    float *const row_weight = weight + r * slots;
+    const float sink_lse =
+        p.sinks != nullptr ? p.sinks[group * p.sinks_stride[0] + head_of(r) * p.sinks_stride[1]] : kNegInf;
+    float max_lse = kNegInf;
+    for (int32_t s = lane; s < slots; s += kWarpSize) max_lse = max_op(row_weight[s], max_lse);
+    max_lse = max_op(sink_lse, lanes.reduce(max_lse, max_op));
+    float sum_exp = 0.f;
+    for (int32_t s = lane; s < slots; s += kWarpSize) sum_exp += exp_relative(row_weight[s], max_lse);
+    const float lse = lse_of(max_lse, exp_relative(sink_lse, max_lse) + lanes.sum(sum_exp));
+    for (int32_t s = lane; s < slots; s += kWarpSize) row_weight[s] = merge_weight(row_weight[s], lse);
+    if (lane == 0) merged_lse[r] = lse;
+  }
+  __syncthreads();
+
+  // A thread per (row, 4 dims of O): the slots in order, kLoads in flight.
+  constexpr int kLoads = 8;
+  const int32_t vectors = p.head_dim_v / 4;
+  const int64_t slot_stride = slot_rows * p.head_dim_v;  // floats of O between slots
+  const QueryRange &queries = t.queries;
+  for (int32_t i = tid; i < rows * vectors; i += kThreads) {
+    const int32_t r = i / vectors;
+    const int32_t quad = i % vectors;
+    const float *const row_weight = weight + r * slots;
+    const float *const o_slots = p.ws_o + (first_slot * slot_rows + slot_entry(r)) * p.head_dim_v + 4 * quad;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int32_t s0 = 0; s0 < slots; s0 += kLoads) {
+      float w[kLoads];
+      float4 x[kLoads];
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        w[k] = s0 + k < slots ? row_weight[s0 + k] : 0.f;
+        // An empty partial (weight 0) holds O = 0: skip its bytes.
+        x[k] = w[k] != 0.f ? __ldcg(reinterpret_cast<const float4 *>(o_slots + (s0 + k) * slot_stride))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        acc.x += w[k] * x[k].x;
+        acc.y += w[k] * x[k].y;
+        acc.z += w[k] * x[k].z;
+        acc.w += w[k] * x[k].w;
+      }
+    }
+    const int32_t query = queries.row0 + query_of(r);
+    const int32_t head = head_of(r);
+    store_quad(
+        p.o, p.o_elem,
+        queries.batch * p.o_stride[0] + query * p.o_stride[1] + group * p.o_stride[2] + head * p.o_stride[3] + 4 * quad,
+        acc);
+    if (quad == 0 && p.lse != nullptr)
+      p.lse[queries.batch * p.lse_stride[0] + group * p.lse_stride[1] + head * p.lse_stride[2] +
+            query * p.lse_stride[3]] = merged_lse[r];
+  }
+}
+#endif
 
 // Attention of row tile `row_tile` of piece `piece_index` for one K/V head.
 // Uniform across the CTA (every early return too).
@@ -876,6 +996,10 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     }
     if (warp == 0 && Layout::row_leader(lane)) store_lse(target, row_query[r], group, row_head[r], result.lse);
   }
+#if FMHA_GPU_HAS_FUSED_MERGE
+  if (p.merge_counters != nullptr && piece.slot >= 0 && !p.write_partials)
+    merge_if_last<Tile::kThreads>(p, tile_rows, row_tile, group, head_kv, smem);
+#endif
 }
 
 // The body of every forward kernel: `attend(piece_index, cell)` for each

@@ -26,12 +26,18 @@ constexpr const char kVendorName[] = "cuda";
 #define FMHA_GPU_HAS_ROW_PAIRS 1
 // The tile kernel's wide variant (8 warps, 3 stages) at native D 128.
 #define FMHA_GPU_HAS_WIDE_TILES 1
+// The merge of split sequences inside the tile kernel (last CTA merges):
+// device-scope fences, atomicInc and L2-only loads (__ldcg).
+#define FMHA_GPU_HAS_FUSED_MERGE 1
 
 // ---------------------------------------------------------------- runtime --
 
 using Stream = cudaStream_t;
 using Error = cudaError_t;
 constexpr Error kSuccess = cudaSuccess;
+// The calling thread's own default stream (ordered with the legacy default
+// stream only, not with the application's other streams).
+inline const Stream kPerThreadStream = cudaStreamPerThread;
 
 inline bool is_out_of_memory(Error err) { return err == cudaErrorMemoryAllocation; }
 inline const char *error_name(Error err) { return cudaGetErrorName(err); }

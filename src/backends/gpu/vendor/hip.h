@@ -36,12 +36,19 @@ constexpr const char kVendorName[] = "hip";
 #define FMHA_GPU_HAS_ROW_PAIRS 0
 // Nor the tile kernel's wide variant (its TilePolicy is AMD's own).
 #define FMHA_GPU_HAS_WIDE_TILES 0
+// No merge inside the tile kernel yet: its loads of the other CTAs' slots
+// would need coherent (glc) loads, unwritten and untested on AMD; the
+// combine pass runs instead.
+#define FMHA_GPU_HAS_FUSED_MERGE 0
 
 // ---------------------------------------------------------------- runtime --
 
 using Stream = hipStream_t;
 using Error = hipError_t;
 constexpr Error kSuccess = hipSuccess;
+// The calling thread's own default stream (ordered with the legacy default
+// stream only, not with the application's other streams).
+inline const Stream kPerThreadStream = hipStreamPerThread;
 
 inline bool is_out_of_memory(Error err) { return err == hipErrorOutOfMemory; }
 inline const char *error_name(Error err) { return hipGetErrorName(err); }
