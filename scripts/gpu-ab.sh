@@ -3,7 +3,8 @@
 # `fmha-splitk bench --no-check` over the named problems, the two builds
 # alternating within each round (A, B, A, B, ...), then one line per
 # problem: each round's time of A and of B and the ratio of their medians
-# (A / B: above 1 means B is faster). Both builds run the same bench binary;
+# (A / B: above 1 means B is faster) and the host cost of an eager call
+# of each. Both builds run the same bench binary;
 # each is picked by LD_LIBRARY_PATH (the core loads its plugins from its own
 # folder), so only the libraries differ.
 #
@@ -71,11 +72,15 @@ for side in "ab":
         with open(f"{out_dir}/{side}-{r}.json") as f:
             runs[side, r] = {p["name"]: p for p in json.load(f)["problems"]}
 print(f"A = {a_lib}\nB = {b_lib}\n")
-print(f"{'problem':28s} {'A us (each round)':>24s} {'B us (each round)':>24s} {'A / B':>7s}  B kernel")
+print(f"{'problem':28s} {'A us (each round)':>24s} {'B us (each round)':>24s} {'A / B':>7s} "
+      f"{'host A':>7s} {'host B':>7s}  B kernel")
 for name, first in runs["a", 1].items():
     a = [runs["a", r][name]["time_us"] for r in range(1, rounds + 1)]
     b = [runs["b", r][name]["time_us"] for r in range(1, rounds + 1)]
     ratio = statistics.median(a) / statistics.median(b)
+    # The eager host cost of a call (median over the rounds).
+    host = {side: statistics.median(runs[side, r][name].get("host_run_us", float("nan"))
+                                    for r in range(1, rounds + 1)) for side in "ab"}
     print(f"{name:28s} {' '.join(f'{t:8.1f}' for t in a):>24s} {' '.join(f'{t:8.1f}' for t in b):>24s} "
-          f"{ratio:7.3f}  {runs['b', 1][name].get('kernel', '')}")
+          f"{ratio:7.3f} {host['a']:7.2f} {host['b']:7.2f}  {runs['b', 1][name].get('kernel', '')}")
 PY
