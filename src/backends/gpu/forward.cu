@@ -358,20 +358,29 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // The merge inside the tile kernel: the last CTA of each (sequence, row
   // tile, K/V head) to finish its piece merges the sequence's slots for its
   // rows, so a run is one launch instead of two (host cost: a launch is
-  // 3.4-4.7 us; device time: the combine's launch and its wait for the
-  // whole forward grid). Where a sequence's slots are arithmetic on its
-  // length (not the scheduling pass's pieces) and a row tile's LSE values
-  // of all of them fit the CTA's shared memory; not in the streaming and
-  // MLA kernels. The counters (one per such unit) must be zero before a
-  // run, which leaves them zero: only runs on the plan's own workspace get
-  // them (the core zeroes them once); runs on a caller's workspace, whose
-  // contents are unspecified, launch the combine pass.
+  // 3.4-4.7 us). Where a sequence's slots are arithmetic on its length
+  // (not the scheduling pass's pieces), a row tile's LSE values of all of
+  // them fit the CTA's shared memory, and that one CTA's share of the
+  // merge is short: at most kMaxMergeLoads float4 loads of partial O per
+  // thread. The combine pass spreads the rows over many CTAs: MQA (32 rows
+  // x 10 slots x 32 float4 per row: 80 loads per thread) took 9 us longer
+  // merged in the last CTA (H200, run 65); B 1 L 131072 (4 rows x 49
+  // slots: 49) was 2.6% faster. Not in the streaming and MLA kernels. The
+  // counters (one per unit) must be zero before a run, which leaves them
+  // zero: only runs on the plan's own workspace get them (the core zeroes
+  // them once); runs on a caller's workspace, whose contents are
+  // unspecified, launch the combine pass.
   // FMHA_SPLITK_TEST_FUSED_MERGE=0 turns it off (tests and A/B).
   plan->merge_counters = 0;
   if (FMHA_GPU_HAS_FUSED_MERGE && config.combine && !streaming && !mla_kernel &&
       static_cast<PieceSource>(config.piece_source) != PieceSource::kScheduled) {
+    constexpr int64_t kMaxMergeLoads = 64;
     const int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);  // per sequence
-    config.fused_merge = merge_smem_bytes(most_slots, rows_per_cta) <= static_cast<size_t>(tile.smem_bytes) ? 1 : 0;
+    const int64_t tile_rows = std::min(rows, rows_per_cta);
+    const int64_t merge_loads =
+        (tile_rows * most_slots * ((problem.head_dim_v + 3) / 4) + tile.threads - 1) / std::max(1, tile.threads);
+    config.fused_merge = merge_smem_bytes(most_slots, rows_per_cta) <= static_cast<size_t>(tile.smem_bytes) &&
+                         merge_loads <= kMaxMergeLoads;
     if (const char *forced = std::getenv("FMHA_SPLITK_TEST_FUSED_MERGE"); forced != nullptr && forced[0] == '0')
       config.fused_merge = 0;
     if (config.fused_merge) plan->merge_counters = config.combine_items * row_tiles * heads;
@@ -619,7 +628,7 @@ namespace {
 // A tile shape's keys per tile, stages and shared memory.
 template <typename Tile>
 ForwardTileInfo info(Tile) {
-  return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes};
+  return ForwardTileInfo{Tile::kBlockN, Tile::kStages, Tile::kSmemBytes, Tile::kThreads};
 }
 
 template <typename T, bool kQuantised>

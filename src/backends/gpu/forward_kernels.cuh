@@ -29,6 +29,7 @@ struct ForwardTileInfo {
   int block_n;
   int stages;
   int smem_bytes;
+  int threads = 0;  // per CTA (the tile kernels')
 };
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised);
 #if FMHA_GPU_HAS_WIDE_TILES

@@ -466,7 +466,8 @@ __device__ __forceinline__ GridCell grid_cell(const ForwardParams &p) {
 template <int kThreads>
 __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const TileRows &t, int32_t row_tile,
                                               int32_t group, int32_t head_kv, uint8_t *smem) {
-  __shared__ int32_t last;
+  // (In the dynamic shared memory: merge_smem_bytes.)
+  int32_t &last = *reinterpret_cast<int32_t *>(smem);
   int32_t batch = 0;
   int32_t first_slot = 0;
   const int32_t slots = split_slots(p.work, p.seq, t.piece.batch, &batch, &first_slot);
@@ -486,8 +487,8 @@ __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const Tile
   // The plan sized this for the most slots a sequence can have
   // (merge_smem_bytes <= the tile's shared memory).
   const int32_t rows = t.rows_here;
-  float *const weight = reinterpret_cast<float *>(smem);  // [rows][slots]: slot LSE, then its weight
-  float *const merged_lse = weight + rows * slots;        // [rows]
+  float *const weight = reinterpret_cast<float *>(smem + kMergeFlagBytes);  // [rows][slots]: slot LSE, then weight
+  float *const merged_lse = weight + rows * slots;                          // [rows]
   const int64_t mq = p.seq.max_q_seqlen;
   const int64_t slot_rows = static_cast<int64_t>(p.groups) * p.heads_q * mq;  // LSE entries per slot
   // Tile row r's query (in its sequence) and query head, and its entry in a slot.
