@@ -45,9 +45,9 @@ std::vector<AttentionCase> split_cases() {
   c = base("padded_split40_d64", {64, 1, 100});
   c.kv_layout = FMHA_KV_PADDED, c.split_k = 40, c.head_dim = 64;
   cases.push_back(c);
-  // FIXED_CHUNK (batch invariant): each sequence its own number of slots.
-  c = base("paged_invariant32_bias", {300, 17, 129});
-  c.kv_layout = FMHA_KV_PAGED, c.batch_invariant = true, c.kv_chunk_size = 32, c.bias = true;
+  // Paged, a bias, a sequence shorter than its chunks.
+  c = base("paged_split4_bias", {300, 17, 129});
+  c.kv_layout = FMHA_KV_PAGED, c.split_k = 4, c.bias = true;
   cases.push_back(c);
   // Two row tiles per K/V head (Mq 16 x 2 heads = 32 rows), ragged.
   c = base("ragged_mq16_split3", {500, 260});
@@ -123,8 +123,9 @@ INSTANTIATE_TEST_SUITE_P(Splits, FusedMerge, ::testing::ValuesIn(split_cases()),
                          [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
 
 // FMHA_SPLITK_TEST_FUSED_MERGE=0 (read at plan creation) keeps the combine
-// pass, as does a merge too long for one CTA (300 slots of 4 rows: 300
-// float4 loads per thread); an unsplit plan has neither.
+// pass, as do a merge too long for one CTA (300 slots of 4 rows: 300
+// float4 loads per thread) and batch-invariant plans (whether to fuse
+// would depend on the batch); an unsplit plan has neither.
 TEST(FusedMerge, PlanNamesTheMerge) {
   FMHA_SKIP_WITHOUT_CUDA();
   fmha_splitk_problem p = FMHA_SPLITK_PROBLEM_INIT;
@@ -149,6 +150,12 @@ TEST(FusedMerge, PlanNamesTheMerge) {
   }
   p.split_k = 300;
   EXPECT_NE(kernel_name(p).find("+combine"), std::string::npos) << kernel_name(p);
+  p.split_k = 0;
+  p.flags = FMHA_FLAG_BATCH_INVARIANT;
+  p.kv_chunk_size = 256;
+  EXPECT_NE(kernel_name(p).find("+combine"), std::string::npos) << kernel_name(p);
+  p.flags = 0;
+  p.kv_chunk_size = 0;
   p.split_k = 1;
   EXPECT_EQ(kernel_name(p).find('+'), std::string::npos) << kernel_name(p);
 }

@@ -155,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(
                   FMHA_MASK_NONE, true},
         GraphCase{"padded_split5_fused_merge_f16", FMHA_KV_PADDED, Dtype::f16, 3, 1100, 2, 8, 2, 64, 16, 5, false,
                   FMHA_MASK_CAUSAL, true},
-        GraphCase{"paged_invariant_fused_merge_mqa_mq2", FMHA_KV_PAGED, Dtype::bf16, 3, 900, 2, 16, 1, 128, 16, 0, true,
+        GraphCase{"paged_split4_fused_merge_mqa_mq2", FMHA_KV_PAGED, Dtype::bf16, 3, 900, 2, 16, 1, 128, 16, 4, false,
                   FMHA_MASK_NONE, true}),
     case_name);
 

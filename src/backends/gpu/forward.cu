@@ -370,9 +370,13 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // zero: only runs on the plan's own workspace get them (the core zeroes
   // them once); runs on a caller's workspace, whose contents are
   // unspecified, launch the combine pass.
+  // Not with FMHA_FLAG_BATCH_INVARIANT: the rule reads the batch's longest
+  // sequence (its chunk count), and the two merges sum the slots in another
+  // order, so a sequence alone and in a batch could round differently.
   // FMHA_SPLITK_TEST_FUSED_MERGE=0 turns it off (tests and A/B).
   plan->merge_counters = 0;
   if (FMHA_GPU_HAS_FUSED_MERGE && config.combine && !streaming && !mla_kernel &&
+      !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) &&
       static_cast<PieceSource>(config.piece_source) != PieceSource::kScheduled) {
     constexpr int64_t kMaxMergeLoads = 64;
     const int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);  // per sequence
