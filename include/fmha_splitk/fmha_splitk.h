@@ -442,7 +442,12 @@ typedef struct fmha_splitk_args {
    *  plan's device, 256-byte aligned; NULL uses memory the plan owns (then
    *  at most one run at a time per plan; not with
    *  FMHA_FLAG_EXTERNAL_WORKSPACE). Contents need not be initialised and
-   *  are garbage afterwards. */
+   *  are garbage afterwards. On the CUDA backend a split run on the plan's
+   *  own memory may merge its partial results inside the forward kernel
+   *  (one kernel launch instead of two, with counters the plan zeroed at
+   *  creation and every run leaves zero); its O and LSE may then differ in
+   *  the last bits from a run on a caller's workspace (each is
+   *  deterministic). */
   void *workspace;
   /** Size of `workspace` in bytes. */
   size_t workspace_size;
@@ -663,7 +668,9 @@ FMHA_SPLITK_EXPORT int32_t fmha_version_code(void);
  * Validates a problem and creates a plan: backend, device, split count,
  * kernel configuration, work partition and workspace size. No kernel is
  * launched and the host is not synchronised; a GPU plan may allocate the
- * plan-owned workspace (used when a run passes workspace = NULL).
+ * plan-owned workspace (used when a run passes workspace = NULL) and zero
+ * its merge counters (waiting for that alone, on the calling thread's
+ * per-thread stream).
  *
  * @param problem  the problem (borrowed for the call; `kv_seqlen_hint` is
  *                 read during the call only).
