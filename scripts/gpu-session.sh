@@ -6,6 +6,7 @@
 #   check NAME       the GPU suite of NAME (one process) and compute-sanitizer
 #                    memcheck / racecheck / initcheck on $FILTER
 #   ab BASE NAME     scripts/gpu-ab.sh of BASE against NAME on $PROBLEMS
+#   problems LIST    the problems of the later ab steps (default $PROBLEMS)
 #   grid NAME        the grid of docs/performance.md's "Reproduce" block:
 #                    fmha-splitk bench, bench/peers.py, bench/mla_bench.py
 #                    --fp8 --peers, merged by bench/merge_results.py into
@@ -79,6 +80,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     check) check "$2"; shift 2 ;;
     ab) ab "$2" "$3"; shift 3 ;;
+    problems) PROBLEMS=$2; shift 2 ;;
     grid) grid "$2"; shift 2 ;;
     *) echo "gpu-session.sh: unknown step '$1'" >&2; exit 2 ;;
   esac
