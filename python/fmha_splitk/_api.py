@@ -444,7 +444,8 @@ class Plan:
                 bytes on the plan's device (256-byte aligned, e.g.
                 ``torch.empty(plan.workspace_size, dtype=torch.uint8,
                 device="cuda")``), or None to use the plan's own (the
-                library then serialises runs of this plan).
+                library then serialises runs of this plan; on CUDA a split
+                run there merges inside its forward kernel: one launch).
             stream: None (the default stream), an int ``cudaStream_t`` /
                 ``hipStream_t``, or a stream object (``torch.cuda.Stream``,
                 ``cupy.cuda.Stream``). The CPU backend ignores it and computes
