@@ -365,11 +365,12 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // thread. The combine pass spreads the rows over many CTAs: MQA (32 rows
   // x 10 slots x 32 float4 per row: 80 loads per thread) took 9 us longer
   // merged in the last CTA (H200, run 65); B 1 L 131072 (4 rows x 49
-  // slots: 49) was 2.6% faster. Not in the streaming and MLA kernels. The
-  // counters (one per unit) must be zero before a run, which leaves them
-  // zero: only runs on the plan's own workspace get them (the core zeroes
-  // them once); runs on a caller's workspace, whose contents are
-  // unspecified, launch the combine pass.
+  // slots: 49) was 2.6% faster; D 256 (4 x 5 x 64: 10) and Mq 4 (16 x 3 x
+  // 32: 12) fuse with the dense bound below (not yet measured). Not in
+  // the streaming and MLA kernels. The counters (one per unit) must be
+  // zero before a run, which leaves them zero: only runs on the plan's own
+  // workspace get them (the core zeroes them once); runs on a caller's
+  // workspace, whose contents are unspecified, launch the combine pass.
   // Not with FMHA_FLAG_BATCH_INVARIANT: the rule reads the batch's longest
   // sequence (its chunk count), and the two merges sum the slots in another
   // order, so a sequence alone and in a batch could round differently.
@@ -379,7 +380,14 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
       !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) &&
       static_cast<PieceSource>(config.piece_source) != PieceSource::kScheduled) {
     constexpr int64_t kMaxMergeLoads = 64;
-    const int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);  // per sequence
+    // The most slots one sequence has: its pieces (uniform, one sequence);
+    // in a dense batch the ranges of kv_chunk keys it meets, at most
+    // ceil(L / kv_chunk) + 1 (split_slots: 2 where ranges are longer than
+    // a sequence), far fewer than the batch's ranges.
+    int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);
+    if (static_cast<PieceSource>(config.piece_source) == PieceSource::kBalancedDense && config.kv_chunk > 0)
+      most_slots = std::min<int64_t>(
+          most_slots, std::max<int64_t>(2, (problem.max_kv_seqlen + config.kv_chunk - 1) / config.kv_chunk + 1));
     const int64_t tile_rows = std::min(rows, rows_per_cta);
     const int64_t merge_loads =
         (tile_rows * most_slots * ((problem.head_dim_v + 3) / 4) + tile.threads - 1) / std::max(1, tile.threads);
