@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "cpu/test_api_support.h"
 
@@ -141,6 +142,20 @@ TEST_F(Views, MergeCountersGoOnlyToRunsOnThePlansWorkspace) {
   const fmha_fake_record &unsplit = run(args);
   EXPECT_EQ(unsplit.plan.merge_counters, 0);
   EXPECT_EQ(unsplit.run.merge_counters, nullptr);
+}
+
+// A backend that cannot zero the counters fails plan creation with its
+// status and message, and the plan (with its workspace) is not created.
+TEST_F(Views, MergeCountersThatCannotBeZeroedFailThePlan) {
+  problem_.split_k = 2;
+  ASSERT_EQ(setenv("FMHA_FAKE_ZERO_FAILS", "1", 1), 0);
+  fmha_splitk_plan_t plan = nullptr;
+  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR,
+                    "zeroing the plan's merge counters");
+  EXPECT_NE(std::string(fmha_last_error_message()).find("fake: memset of 12 bytes failed"), std::string::npos)
+      << fmha_last_error_message();
+  EXPECT_EQ(plan, nullptr);
+  ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
 }
 
 TEST_F(Views, FourDimFormsGetAGroupDimAndByteOffsetIsApplied) {

@@ -78,7 +78,12 @@ fmha_status alloc(int32_t, size_t bytes, void **ptr, fmha_msg msg) {
 
 void release(int32_t, void *ptr) { std::free(ptr); }
 
-fmha_status zero(int32_t, void *ptr, size_t bytes, fmha_msg) {
+// FMHA_FAKE_ZERO_FAILS=1 makes it fail as a device would.
+fmha_status zero(int32_t, void *ptr, size_t bytes, fmha_msg msg) {
+  if (const char *fail = std::getenv("FMHA_FAKE_ZERO_FAILS"); fail != nullptr && fail[0] == '1') {
+    std::snprintf(msg.text, msg.capacity, "fake: memset of %zu bytes failed", bytes);
+    return FMHA_STATUS_DEVICE_ERROR;
+  }
   std::memset(ptr, 0, bytes);
   ++record.zeroes;
   record.zeroed_bytes += bytes;
