@@ -52,6 +52,14 @@ __device__ __forceinline__ float block_reduce(float x, Op op, CombineShared &sha
   return all;
 }
 
+// acc += weight * x, per component (the merges' weighted sum of partial O).
+__device__ __forceinline__ void add_weighted(float4 &acc, float weight, float4 x) {
+  acc.x += weight * x.x;
+  acc.y += weight * x.y;
+  acc.z += weight * x.z;
+  acc.w += weight * x.w;
+}
+
 // Four floats rounded to O's element type, stored at element `index` of
 // `base` (16 bytes for f32, 8 for f16 / bf16).
 __device__ __forceinline__ void store_quad(void *base, int32_t elem, int64_t index, float4 x) {
@@ -135,12 +143,7 @@ __device__ __forceinline__ void combine_row(const float *ws_o, const float *ws_l
                                   : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
-        for (int k = 0; k < kCombineLoadsInFlight; ++k) {
-          acc.x += weight[k] * x[k].x;
-          acc.y += weight[k] * x[k].y;
-          acc.z += weight[k] * x[k].z;
-          acc.w += weight[k] * x[k].w;
-        }
+        for (int k = 0; k < kCombineLoadsInFlight; ++k) add_weighted(acc, weight[k], x[k]);
       }
     }
     __syncthreads();  // the weights are read; the next pass rewrites them

@@ -546,12 +546,7 @@ __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const Tile
                            : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
-      for (int k = 0; k < kLoads; ++k) {
-        acc.x += w[k] * x[k].x;
-        acc.y += w[k] * x[k].y;
-        acc.z += w[k] * x[k].z;
-        acc.w += w[k] * x[k].w;
-      }
+      for (int k = 0; k < kLoads; ++k) add_weighted(acc, w[k], x[k]);
     }
     const int32_t query = queries.row0 + query_of(r);
     const int32_t head = head_of(r);
