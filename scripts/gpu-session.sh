@@ -13,6 +13,10 @@
 #                    $OUT/h200.json + .png (named so whatever the GPU), the
 #                    raw JSON as $OUT/{ours,peers,mla}-COMMIT.json, and
 #                    bench/timeline.py on three small problems
+#   ncu NAME PROBLEM `ncu --set full` of NAME's forward kernel on one grid
+#                    problem (bench --only, one launch after warm-up):
+#                    details page and the SASS source page (per-instruction
+#                    samples, executed counts) as text in the logs
 # Steps run in the order given, e.g.
 #   bash scripts/gpu-session.sh check new ab main new grid new
 # Logs go to $OUT/logs.tar.xz; the device returns at most 8 files, which
@@ -76,12 +80,27 @@ grid() {
   )
 }
 
+ncu_step() {
+  unpack "$1"
+  local d=$PWD/build-$1 rep=$LOGS/ncu-$1-$2
+  LD_LIBRARY_PATH=$d/lib timeout 240 ncu --set full --import-source no -k regex:splitk_forward_kernel \
+    --launch-skip 5 --launch-count 1 -o "$rep" "$d/bin/fmha-splitk" bench --backend cuda --no-check \
+    --problems bench/problems.txt --only "$2" --out "$LOGS/ncu-bench-$1-$2.json" > "$rep.log" 2>&1
+  echo "ncu $1 $2: rc $? ($(elapsed))"
+  ncu -i "$rep.ncu-rep" --page details > "$rep-details.txt" 2>&1
+  ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-sass.csv" 2>&1
+  grep -E 'Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Memory Throughput|DRAM Throughput|Block Limit' \
+    "$rep-details.txt" | head -12
+  rm -f "$rep.ncu-rep"
+}
+
 while [[ $# -gt 0 ]]; do
   case $1 in
     check) check "$2"; shift 2 ;;
     ab) ab "$2" "$3"; shift 3 ;;
     problems) PROBLEMS=$2; shift 2 ;;
     grid) grid "$2"; shift 2 ;;
+    ncu) ncu_step "$2" "$3"; shift 3 ;;
     *) echo "gpu-session.sh: unknown step '$1'" >&2; exit 2 ;;
   esac
 done
