@@ -111,16 +111,10 @@ class KvTileLoader {
       return;
     }
     if (contiguous_) {
-      const int64_t key = tile_start + row_;
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        const int row = row_ + pass * kRowsPerPass;
-        const bool valid = tile_start + row < kv_end;
-        const int64_t key_row = key + pass * kRowsPerPass;
-        const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
-        if (k_key0_ != nullptr) copy_async_16(k_tile + offset, valid ? k_key0_ + key_row * k_stride1_ : k_key0_, valid);
-        if (v_key0_ != nullptr) copy_async_16(v_tile + offset, valid ? v_key0_ + key_row * v_stride1_ : v_key0_, valid);
-      }
+      // Rows past kv_end: passes from rows_left / kRowsPerPass on.
+      const int32_t rows_left = kv_end - tile_start - row_;
+      if (k_key0_ != nullptr) copy_rows(k_tile, k_key0_, k_stride1_, tile_start, rows_left);
+      if (v_key0_ != nullptr) copy_rows(v_tile, v_key0_, v_stride1_, tile_start, rows_left);
       return;
     }
     // Paged / ragged: each row's page comes from a table lookup. The
@@ -155,6 +149,28 @@ class KvTileLoader {
   }
 
  private:
+  // The contiguous layouts' copies of one tensor's tile: this thread's
+  // chunk of rows row_ + pass * kRowsPerPass. Per pass only a pointer step,
+  // a compare and the copy: the loop runs once per tile in every warp of
+  // the small grids, where the kernel is bound by instruction issue and
+  // latency (ncu, run 67: the per-row 64-bit products, swizzles and
+  // branches of the old loop were 205 instructions per tile and warp).
+  // A pass's rows keep row_'s swizzle when kRowsPerPass is a multiple of
+  // the swizzle's 8 rows.
+  __device__ __forceinline__ void copy_rows(SmemAddr tile, const T *key0, int64_t stride, int32_t tile_start,
+                                            int32_t rows_left) const {
+    const T *src = key0 + static_cast<int64_t>(tile_start + row_) * stride;
+    const int64_t pass_stride = static_cast<int64_t>(kRowsPerPass) * stride;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const bool valid = pass * kRowsPerPass < rows_left;
+      const uint32_t offset = kRowsPerPass % 8 == 0 ? swizzle_row0_ + pass * kRowsPerPass * kRowBytes
+                                                    : swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
+      copy_async_16(tile + offset, valid ? src : key0, valid);
+      src += pass_stride;
+    }
+  }
+
   // The physical page of key `key` (index within the sequence) of a paged
   // or ragged sequence, from the block table / page list; 0 for keys at or
   // past kv_end, whose entries are not read.
@@ -185,6 +201,7 @@ class KvTileLoader {
   const int chunk_;
   const int row_;
   const int tid_;
+  const uint32_t swizzle_row0_ = swizzled<kRowBytes>(row_, chunk_);  // row_'s chunk in the tile
   const T *k_head_;  // the head's row 0 (flat path)
   const T *v_head_;  // null with V_FROM_K
   int32_t head_dim_qk_, head_dim_v_;
