@@ -458,11 +458,11 @@ __device__ __forceinline__ GridCell grid_cell(const ForwardParams &p) {
 // docs/performance.md. Uniform across the CTA.
 //
 // Memory order: the CTA's slot stores, a barrier, then one thread's
-// device-scope fence and atomicInc (release); the last CTA's counting
-// thread fences again after its atomicInc (acquire), and the CTA reads the
-// slots through L2 only (__ldcg: another SM wrote them). atomicInc wraps
-// to 0 past slots - 1, so the last CTA leaves the counter zero for the
-// next run.
+// device-scope acquire-release count (arrive_acq_rel: it releases the
+// CTA's stores and, in the last CTA, acquires everyone's), a barrier, and
+// the last CTA reads the slots through L2 only (__ldcg: another SM wrote
+// them). The count wraps to 0 past slots - 1, so the last CTA leaves the
+// counter zero for the next run.
 template <int kThreads>
 __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const TileRows &t, int32_t row_tile,
                                               int32_t group, int32_t head_kv, uint8_t *smem) {
@@ -476,10 +476,8 @@ __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const Tile
   if (tid == 0) {
     const int64_t unit =
         ((static_cast<int64_t>(t.piece.batch) * p.num_row_tiles + row_tile) * p.groups + group) * p.heads_kv + head_kv;
-    __threadfence();
-    const uint32_t arrived = slots > 0 ? atomicInc(p.merge_counters + unit, static_cast<uint32_t>(slots - 1)) : 0u;
+    const uint32_t arrived = slots > 0 ? arrive_acq_rel(p.merge_counters + unit, static_cast<uint32_t>(slots - 1)) : 0u;
     last = slots > 0 && arrived == static_cast<uint32_t>(slots - 1);
-    if (last) __threadfence();
   }
   __syncthreads();
   if (!last) return;

@@ -25,6 +25,21 @@ __device__ __forceinline__ SmemAddr smem_address(const void *pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
+// Counts one arrival at a device-scope counter that wraps to 0 past
+// `limit` (atomicInc's rule) and returns the count before it, as one
+// acquire-release atomic: the caller's CTA's writes before its barrier are
+// released with it (cumulativity through bar.sync), and the last arrival
+// acquires every earlier one's. Lighter than __threadfence() (fence.sc)
+// around a relaxed atomicInc. (The fused merge's counters; CUDA only.)
+__device__ __forceinline__ uint32_t arrive_acq_rel(uint32_t *counter, uint32_t limit) {
+  uint32_t before;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n"
+               : "=r"(before)
+               : "l"(counter), "r"(limit)
+               : "memory");
+  return before;
+}
+
 // Copies 16 bytes global -> shared, bypassing L1 (K/V are streamed once).
 // With `valid` false nothing is read and the 16 bytes are zeroed, so tile
 // rows past the end of a sequence hold zeros, never stale NaNs.
