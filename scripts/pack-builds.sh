@@ -36,6 +36,15 @@ if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
   echo "pack-builds.sh: the working tree has changes; commit or stash them first" >&2
   exit 2
 fi
+# Resolve every revision first: a relative one (HEAD, HEAD~1) would
+# otherwise name whatever the previous pack checked out.
+resolved=()
+for spec in "$@"; do
+  hash=$(git rev-parse --verify --quiet "${spec%%:*}^{commit}") ||
+    { echo "pack-builds.sh: '${spec%%:*}' is not a revision" >&2; exit 2; }
+  resolved+=("$hash:${spec##*:}")
+done
+set -- "${resolved[@]}"
 build_dir=${BUILD_DIR:-build-gpu}
 start=$(git symbolic-ref --quiet --short HEAD || git rev-parse HEAD)
 stage=$(mktemp -d)
