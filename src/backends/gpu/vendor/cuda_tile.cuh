@@ -33,10 +33,7 @@ __device__ __forceinline__ SmemAddr smem_address(const void *pointer) {
 // around a relaxed atomicInc. (The fused merge's counters; CUDA only.)
 __device__ __forceinline__ uint32_t arrive_acq_rel(uint32_t *counter, uint32_t limit) {
   uint32_t before;
-  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n"
-               : "=r"(before)
-               : "l"(counter), "r"(limit)
-               : "memory");
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(limit) : "memory");
   return before;
 }
 
