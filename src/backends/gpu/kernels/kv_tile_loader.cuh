@@ -130,18 +130,14 @@ class KvTileLoader {
     int32_t page[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) page[pass] = lookahead_page_[pass];
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const int row = row_ + pass * kRowsPerPass;
-      const int32_t key = tile_start + row;
-      const bool valid = key < kv_end;
-      int64_t k_offset = 0;
-      int64_t v_offset = 0;
-      if (valid) row_offsets(key, page[pass], &k_offset, &v_offset);
-      const uint32_t offset = swizzled<kRowBytes>(row, chunk_);
-      if (k_chunk_ != nullptr) copy_async_16(k_tile + offset, valid ? k_chunk_ + k_offset : k_chunk_, valid);
-      if (v_chunk_ != nullptr) copy_async_16(v_tile + offset, valid ? v_chunk_ + v_offset : v_chunk_, valid);
-    }
+    // This thread's first row of the tile within its page (the row of pass
+    // `pass` is kRowsPerPass * pass further, modulo the page size).
+    const int32_t rows_left = kv_end - tile_start - row_;
+    // Only the low bits count: unsigned 32-bit sums wrap without changing them.
+    const uint32_t in_page = (seq_.kv_layout == FMHA_KV_PAGED ? static_cast<uint32_t>(seq_offset_) : 0u) +
+                             static_cast<uint32_t>(tile_start + row_);
+    if (k_chunk_ != nullptr) copy_paged_rows(k_tile, k_chunk_, k_stride0_, k_stride1_, page, in_page, rows_left);
+    if (v_chunk_ != nullptr) copy_paged_rows(v_tile, v_chunk_, v_stride0_, v_stride1_, page, in_page, rows_left);
     lookahead_start_ = tile_start + kBlockN;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass)
@@ -168,6 +164,23 @@ class KvTileLoader {
                                                     : swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
       copy_async_16(tile + offset, valid ? src : key0, valid);
       src += pass_stride;
+    }
+  }
+
+  // The paged / ragged layouts' copies of one tensor's tile, the rows'
+  // pages looked up (page[pass]); as copy_rows, without per-row branches.
+  __device__ __forceinline__ void copy_paged_rows(SmemAddr tile, const T *chunk0, int64_t page_stride,
+                                                  int64_t row_stride, const int32_t (&page)[kPasses], uint32_t in_page,
+                                                  int32_t rows_left) const {
+    const uint32_t page_mask = (1u << seq_.page_size_log2) - 1u;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const bool valid = pass * kRowsPerPass < rows_left;
+      const uint32_t inner = (in_page + pass * kRowsPerPass) & page_mask;
+      const T *src = chunk0 + page[pass] * page_stride + static_cast<int64_t>(inner) * row_stride;
+      const uint32_t offset = kRowsPerPass % 8 == 0 ? swizzle_row0_ + pass * kRowsPerPass * kRowBytes
+                                                    : swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
+      copy_async_16(tile + offset, valid ? src : chunk0, valid);
     }
   }
 
@@ -201,7 +214,8 @@ class KvTileLoader {
   const int chunk_;
   const int row_;
   const int tid_;
-  const uint32_t swizzle_row0_ = swizzled<kRowBytes>(row_, chunk_);  // row_'s chunk in the tile
+  // Where this thread's chunk of the tile's row row_ sits in shared memory.
+  const uint32_t swizzle_row0_ = swizzled<kRowBytes>(row_, chunk_);
   const T *k_head_;  // the head's row 0 (flat path)
   const T *v_head_;  // null with V_FROM_K
   int32_t head_dim_qk_, head_dim_v_;
