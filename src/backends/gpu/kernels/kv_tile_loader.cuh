@@ -130,10 +130,10 @@ class KvTileLoader {
     int32_t page[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) page[pass] = lookahead_page_[pass];
-    // This thread's first row of the tile within its page (the row of pass
-    // `pass` is kRowsPerPass * pass further, modulo the page size).
     const int32_t rows_left = kv_end - tile_start - row_;
-    // Only the low bits count: unsigned 32-bit sums wrap without changing them.
+    // This thread's first row of the tile within its page (the row of pass
+    // `pass` is kRowsPerPass * pass further, modulo the page size). Only
+    // the low bits count: unsigned 32-bit sums wrap without changing them.
     const uint32_t in_page = (seq_.kv_layout == FMHA_KV_PAGED ? static_cast<uint32_t>(seq_offset_) : 0u) +
                              static_cast<uint32_t>(tile_start + row_);
     if (k_chunk_ != nullptr) copy_paged_rows(k_tile, k_chunk_, k_stride0_, k_stride1_, page, in_page, rows_left);
