@@ -145,14 +145,22 @@ class KvTileLoader {
   }
 
  private:
+  // Shared-memory offset of this thread's chunk in pass `pass` (row row_ +
+  // pass * kRowsPerPass): row_'s swizzle when a pass covers a multiple of
+  // the swizzle's 8 rows, else the row's own.
+  __device__ __forceinline__ uint32_t pass_offset(int pass) const {
+    if constexpr (kRowsPerPass % 8 == 0)
+      return swizzle_row0_ + pass * kRowsPerPass * kRowBytes;
+    else
+      return swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
+  }
+
   // The contiguous layouts' copies of one tensor's tile: this thread's
   // chunk of rows row_ + pass * kRowsPerPass. Per pass only a pointer step,
   // a compare and the copy: the loop runs once per tile in every warp of
   // the small grids, where the kernel is bound by instruction issue and
   // latency (ncu, run 67: the per-row 64-bit products, swizzles and
   // branches of the old loop were 205 instructions per tile and warp).
-  // A pass's rows keep row_'s swizzle when kRowsPerPass is a multiple of
-  // the swizzle's 8 rows.
   __device__ __forceinline__ void copy_rows(SmemAddr tile, const T *key0, int64_t stride, int32_t tile_start,
                                             int32_t rows_left) const {
     const T *src = key0 + static_cast<int64_t>(tile_start + row_) * stride;
@@ -160,9 +168,7 @@ class KvTileLoader {
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const bool valid = pass * kRowsPerPass < rows_left;
-      const uint32_t offset = kRowsPerPass % 8 == 0 ? swizzle_row0_ + pass * kRowsPerPass * kRowBytes
-                                                    : swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
-      copy_async_16(tile + offset, valid ? src : key0, valid);
+      copy_async_16(tile + pass_offset(pass), valid ? src : key0, valid);
       src += pass_stride;
     }
   }
@@ -178,9 +184,7 @@ class KvTileLoader {
       const bool valid = pass * kRowsPerPass < rows_left;
       const uint32_t inner = (in_page + pass * kRowsPerPass) & page_mask;
       const T *src = chunk0 + page[pass] * page_stride + static_cast<int64_t>(inner) * row_stride;
-      const uint32_t offset = kRowsPerPass % 8 == 0 ? swizzle_row0_ + pass * kRowsPerPass * kRowBytes
-                                                    : swizzled<kRowBytes>(row_ + pass * kRowsPerPass, chunk_);
-      copy_async_16(tile + offset, valid ? src : chunk0, valid);
+      copy_async_16(tile + pass_offset(pass), valid ? src : chunk0, valid);
     }
   }
 
