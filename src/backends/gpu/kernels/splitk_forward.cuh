@@ -608,6 +608,10 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
     bias_row[r] = piece.batch * p.bias_stride[0] + group * p.bias_stride[1] + row_head[r] * p.bias_stride[2] +
                   row_query[r] * p.bias_stride[3];
   }
+  // The first global access (attend_work_item<true> may not have waited
+  // for the previous kernel yet; a second wait returns at once).
+  wait_for_prior_grids();
+
   // The score scale of each fragment row; fp8 Q's codes carry their own
   // scale, applied to the exact code products.
   float row_scale[kR];
@@ -996,15 +1000,28 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 #endif
 }
 
+// Whether finding a CTA's pieces and tile rows reads no global memory:
+// dense K/V (lengths from the parameters), fixed query rows, no metadata
+// check, a partition computed from the parameters (not the scheduling
+// pass's lists).
+__device__ __forceinline__ bool lookups_are_arithmetic(const ForwardParams &p) {
+  return p.seq.kv_layout == FMHA_KV_DENSE && p.seq.q_layout != FMHA_Q_VARLEN && p.seq.seq_bad == nullptr &&
+         p.work.source != PieceSource::kScheduled;
+}
+
 // The body of every forward kernel: `attend(piece_index, cell)` for each
 // piece of this CTA's work item, in order. The kernel may have been
 // launched overlapping the stream's previous kernel (launch_forward_kernel),
 // which may write Q, K/V or the schedule, or read O: it waits for it before
-// any global access. The combine kernel may be scheduled into the grid's
-// tail (it waits for the whole grid before it reads a partial).
-template <typename Attend>
+// any global access. kLateWait (the tile kernel, whose attend_piece waits
+// again right before its first global access): where the lookups are
+// arithmetic, the wait moves there, so that their integer divisions (and
+// the fetch of their code: ncu, run 67) overlap the previous kernel's
+// tail. The combine kernel may be scheduled into the grid's tail (it waits
+// for the whole grid before it reads a partial).
+template <bool kLateWait = false, typename Attend>
 __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend attend) {
-  wait_for_prior_grids();
+  if (!kLateWait || !lookups_are_arithmetic(p)) wait_for_prior_grids();
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);
   int32_t first_piece = 0;
@@ -1021,7 +1038,7 @@ __global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantise
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles, kWide>;
   extern __shared__ __align__(128) uint8_t smem[];
-  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+  attend_work_item<true>(p, [&](int32_t piece, const GridCell &cell) {
     attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
   });
 }
