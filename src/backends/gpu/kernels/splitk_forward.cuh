@@ -1030,6 +1030,10 @@ __device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend 
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
     attend(first_piece + i, cell);
   }
+  // A CTA with nothing to do never reached attend_piece's wait; every CTA
+  // waits before it ends, so that this grid completes only after the
+  // previous one (the next kernel's wait orders it after both).
+  if (kLateWait) wait_for_prior_grids();
 }
 
 template <typename T, int kHeadDimBucket, bool kQuantised, int kRowTiles = 1, bool kWide = false>
