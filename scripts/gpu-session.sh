@@ -17,6 +17,8 @@
 #                    problem (bench --only, one launch after warm-up):
 #                    details page and the SASS source page (per-instruction
 #                    samples, executed counts) as text in the logs
+#                    (NCU_KERNEL: another kernel's ncu filter, e.g.
+#                    regex:quant_stream_forward_kernel)
 # Steps run in the order given, e.g.
 #   bash scripts/gpu-session.sh check new ab main new grid new
 # Logs go to $OUT/logs.tar.xz; the device returns at most 8 files, which
@@ -83,7 +85,7 @@ grid() {
 ncu_step() {
   unpack "$1"
   local d=$PWD/build-$1 rep=$LOGS/ncu-$1-$2
-  LD_LIBRARY_PATH=$d/lib timeout 240 ncu --set full --import-source no -k regex:splitk_forward_kernel \
+  LD_LIBRARY_PATH=$d/lib timeout 240 ncu --set full --import-source no -k "${NCU_KERNEL:-regex:splitk_forward_kernel}" \
     --launch-skip 5 --launch-count 1 -o "$rep" "$d/bin/fmha-splitk" bench --backend cuda --no-check \
     --problems bench/problems.txt --only "$2" --out "$LOGS/ncu-bench-$1-$2.json" > "$rep.log" 2>&1
   echo "ncu $1 $2: rc $? ($(elapsed))"
