@@ -201,7 +201,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
 #if FMHA_GPU_HAS_QUANT_STREAM
   if (streaming)
     tile = ForwardTileInfo{32, 2,
-                           quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind)};
+                           quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind,
+                                                   problem.kv_quant_groups)};
 #endif
   // MLA decode has its own kernel where the vendor has one, for what the
   // issue's MLA asks: latents in Q's dtype (f16 / bf16), or E4M3FN ones
@@ -399,7 +400,9 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   std::memcpy(plan->backend_private, &config, sizeof(config));
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d%s/%s%s",
-                dtype_name(problem.q_dtype), quantised ? "_" : "", quantised ? kv_quant_name(problem.kv_quant) : "",
+                dtype_name(problem.q_dtype), quantised ? "_" : "", !quantised                                                                   ? ""
+                : streaming && problem.kv_quant == FMHA_KV_QUANT_INT4 && problem.kv_quant_groups == 1 ? "int4row"
+                                                                                              : kv_quant_name(problem.kv_quant),
                 problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket,
                 streaming    ? "stream"
                 : mla_kernel ? "mla"
@@ -661,15 +664,18 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
 }  // namespace
 
 #if FMHA_GPU_HAS_QUANT_STREAM
-int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind) {
+int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind,
+                            int32_t kv_quant_groups) {
   const auto bytes = [&](auto t) {
     using T = decltype(t);
     const auto by_format = [&](auto bucket) {
       constexpr int kBucket = decltype(bucket)::value;
       using kernels::StreamFormat;
-      switch (stream_format(kv_quant, kv_scale_kind)) {
+      switch (stream_format(kv_quant, kv_scale_kind, kv_quant_groups)) {
         case StreamFormat::kInt4:
           return kernels::StreamTile<T, kBucket, StreamFormat::kInt4, 2>::kSmemBytes;
+        case StreamFormat::kInt4Row:
+          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4Row, 2>::kSmemBytes;
         case StreamFormat::kFp8ScaleShift:
           return kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift, 2>::kSmemBytes;
         default:

@@ -1,6 +1,6 @@
 // The streaming quantised forward kernel's launcher template, instantiated
 // per Q dtype (forward_quant_stream_{f16,bf16}.cu) for both head-dim
-// buckets and the three packed formats.
+// buckets and the four packed formats.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 
@@ -13,8 +13,9 @@
 
 namespace fmha::gpu {
 
-inline kernels::StreamFormat stream_format(int32_t kv_quant, int32_t kv_scale_kind) {
-  if (kv_quant == FMHA_KV_QUANT_INT4) return kernels::StreamFormat::kInt4;
+inline kernels::StreamFormat stream_format(int32_t kv_quant, int32_t kv_scale_kind, int32_t kv_quant_groups) {
+  if (kv_quant == FMHA_KV_QUANT_INT4)
+    return kv_quant_groups == 1 ? kernels::StreamFormat::kInt4Row : kernels::StreamFormat::kInt4;
   return kv_scale_kind == FMHA_KV_SCALE_F16X2_SCALE_SHIFT ? kernels::StreamFormat::kFp8ScaleShift
                                                           : kernels::StreamFormat::kFp8Float;
 }
@@ -38,9 +39,11 @@ fmha_status launch_stream_bucket(const ForwardParams &params, dim3 grid, int dev
 
 template <typename T, int kHeadDim>
 fmha_status launch_stream_format(const ForwardParams &params, dim3 grid, int device, Stream stream, fmha_msg msg) {
-  switch (stream_format(params.kv_quant, params.kv_scale_kind)) {
+  switch (stream_format(params.kv_quant, params.kv_scale_kind, params.kv_quant_groups)) {
     case kernels::StreamFormat::kInt4:
       return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4>(params, grid, device, stream, msg);
+    case kernels::StreamFormat::kInt4Row:
+      return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4Row>(params, grid, device, stream, msg);
     case kernels::StreamFormat::kFp8ScaleShift:
       return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kFp8ScaleShift>(params, grid, device, stream,
                                                                                       msg);

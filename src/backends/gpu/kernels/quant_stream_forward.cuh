@@ -47,7 +47,9 @@
 namespace fmha::gpu::kernels {
 
 // The packed format a streaming kernel decodes (what changes its code).
-enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2 };
+// kInt4Row: int4 with one coefficient word per row (one group), whose
+// scale and shift leave the decode (see stream_piece).
+enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2, kInt4Row = 3 };
 
 // kQueryTiles: 8-query n-tiles of the MMAs (1 when a CTA's rows, Mq x
 // Hq / Hkv, fit 8; else 2).
@@ -55,7 +57,8 @@ template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 struct StreamTile {
   static constexpr int kHeadDim = kHeadDimBucket;
   static constexpr int kQTiles = kQueryTiles;
-  static constexpr bool kInt4 = kFormat == StreamFormat::kInt4;
+  static constexpr bool kInt4 = kFormat == StreamFormat::kInt4 || kFormat == StreamFormat::kInt4Row;
+  static constexpr bool kInt4Row = kFormat == StreamFormat::kInt4Row;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRows = 8 * kQueryTiles;      // query rows of the CTA
@@ -94,7 +97,10 @@ struct StreamTile {
   static constexpr int kQTopOffset = kQScaleOffset + kRows * 4;        // [16] uint
   static constexpr int kMaxOffset = kQTopOffset + kRows * 4;           // [warps][16] float
   static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * 4;   // [warps][16] float
-  static constexpr int kStagingOffset = kSumOffset + kWarps * kRows * 4;
+  // kInt4Row: each Q row's sum in 8-dim chunks, [kRows][kHeadDim / 8] float.
+  static constexpr int kQSumOffset = kSumOffset + kWarps * kRows * 4;
+  static constexpr int kQSumBytes = kInt4Row ? kRows * (kHeadDim / 8) * 4 : 0;
+  static constexpr int kStagingOffset = kQSumOffset + kQSumBytes;
   static constexpr int kSmemBytes = kStagingOffset + kWarps * kWarpStagingBytes;
   // The merge of the warps: warp w's unnormalised O, [16][kOPitch] fp32 in
   // fragment column order, over its own staging ring (free by then).
@@ -153,15 +159,19 @@ __device__ __forceinline__ uint32_t and_or(uint32_t x, uint32_t mask, uint32_t b
 }
 
 // int4: the exact nibbles of fp16 1024 + n (low nibble of a byte) and 1024
-// + 16 n (high nibble), as n, then n * scale + shift rounded once.
+// + 16 n (high nibble), as n (exact in fp16); then n * scale + shift
+// rounded once.
+__device__ __forceinline__ __half2 int4_low_codes(uint32_t x) {
+  return __hsub2(bits_half2(and_or(x, 0x000f000fu, 0x64006400u)), __float2half2_rn(1024.f));
+}
+__device__ __forceinline__ __half2 int4_high_codes(uint32_t x) {
+  return __hfma2(bits_half2(and_or(x, 0x00f000f0u, 0x64006400u)), __float2half2_rn(0.0625f), __float2half2_rn(-64.f));
+}
 __device__ __forceinline__ uint32_t int4_low(uint32_t x, __half2 scale, __half2 shift) {
-  const __half2 n = __hsub2(bits_half2(and_or(x, 0x000f000fu, 0x64006400u)), __float2half2_rn(1024.f));
-  return half2_bits(__hfma2(n, scale, shift));
+  return half2_bits(__hfma2(int4_low_codes(x), scale, shift));
 }
 __device__ __forceinline__ uint32_t int4_high(uint32_t x, __half2 scale, __half2 shift) {
-  const __half2 n =
-      __hfma2(bits_half2(and_or(x, 0x00f000f0u, 0x64006400u)), __float2half2_rn(0.0625f), __float2half2_rn(-64.f));
-  return half2_bits(__hfma2(n, scale, shift));
+  return half2_bits(__hfma2(int4_high_codes(x), scale, shift));
 }
 
 // Four fp8 codes as two fp16 pairs (codes 0, 1 in `lo`, 2, 3 in `hi`):
@@ -339,13 +349,16 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       up = __int_as_float((127 + shift) << 23);
       if (c == 0) q_row_scale[row] = __int_as_float((127 - shift) << 23);
     }
+    float chunk_sum = 0.f;  // of the fp16 values the MMAs see
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int v = q_virtual_dim<kHeadDim, kInt4>(8 * c + j);
       const uint32_t at = swizzled<Tile::kQRowBytes>(row, v >> 3) + 2 * (v & 7);
-      const float a = x[j] * up;
-      *reinterpret_cast<__half *>(q_tile + at) = __float2half_rn(a);
+      const __half a = __float2half_rn(x[j] * up);
+      *reinterpret_cast<__half *>(q_tile + at) = a;
+      chunk_sum += __half2float(a);
     }
+    if constexpr (Tile::kInt4Row) reinterpret_cast<float *>(smem + Tile::kQSumOffset)[i] = chunk_sum;
   }
   // Staged bytes past Dqk / Dv are never copied: zero, so that they decode
   // to finite values (they meet Q's zeros or unwritten O columns).
@@ -356,6 +369,18 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   if constexpr (Tile::kScaleQ) {
 #pragma unroll
     for (int r = 0; r < kLR; ++r) row_scale[r] *= q_row_scale[lane_row(r)];
+  }
+  // kInt4Row: the sum of each of this lane's Q rows (as the MMAs see it),
+  // which the K shifts multiply.
+  [[maybe_unused]] float q_sum[kLR];
+  if constexpr (Tile::kInt4Row) {
+    const float *const chunk_sums = reinterpret_cast<const float *>(smem + Tile::kQSumOffset);
+#pragma unroll
+    for (int r = 0; r < kLR; ++r) {
+      q_sum[r] = 0.f;
+#pragma unroll
+      for (int c = 0; c < kQChunks; ++c) q_sum[r] += chunk_sums[lane_row(r) * kQChunks + c];
+    }
   }
 
   // ---- The packed rows of this CTA's K/V head ----------------------------
@@ -622,7 +647,14 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   for (int r = 0; r < kLR; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.f;
   // O's unit: 1, or with fp32 V scales per row the warp's V normaliser
   // (set at its first tile).
-  float v_norm = kFormat == StreamFormat::kFp8Float && per_row ? 0.f : 1.f;
+  // kInt4Row: V's scales go onto P the same way, and its shifts into
+  // shift_sum (sum over keys of P x shift, in O's own units, this lane's
+  // keys), added to every column of O at the end.
+  const bool p_carries_v_scale = Tile::kInt4Row || (kFormat == StreamFormat::kFp8Float && per_row);
+  float v_norm = p_carries_v_scale ? 0.f : 1.f;
+  [[maybe_unused]] float shift_sum[kLR];
+#pragma unroll
+  for (int r = 0; r < kLR; ++r) shift_sum[r] = 0.f;
 
   const int num_tiles = (kv_hi - kv_lo + kWarpKeys - 1) / kWarpKeys;
   const int my_tiles = num_tiles > warp ? (num_tiles - warp + Tile::kWarps - 1) / Tile::kWarps : 0;
@@ -658,7 +690,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
         for (int n = 0; n < kQN; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
       uint32_t k_words[kNS][Tile::kLaneWords];
-      constexpr int kCoefs = kInt4 ? Tile::kLaneWords : 1;  // int4: per word (group); fp8: the row's scale
+      // int4: per word (group); int4 row / fp8: the row's coefficients
+      constexpr int kCoefs = kInt4 && !Tile::kInt4Row ? Tile::kLaneWords : 1;
       uint32_t k_coef[kNS][kCoefs];
 #pragma unroll
       for (int j = 0; j < kNS; ++j) {
@@ -673,7 +706,9 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             k_words[j][0] = w.x, k_words[j][1] = w.y;
           }
         }
-        if constexpr (kInt4) {
+        if constexpr (Tile::kInt4Row) {
+          k_coef[j][0] = *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + Tile::kLead - 4);
+        } else if constexpr (kInt4) {
 #pragma unroll
           for (int q = 0; q < Tile::kLaneWords; ++q)
             k_coef[j][q] =
@@ -702,7 +737,13 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         uint32_t b0[kNS], b1[kNS];
 #pragma unroll
         for (int j = 0; j < kNS; ++j) {
-          if constexpr (kInt4) {
+          if constexpr (Tile::kInt4Row) {
+            // The codes alone: the row's scale and shift go onto its scores.
+            const uint32_t word = k_words[j][ks / 2];
+            const uint32_t x = ks % 2 == 0 ? word : word >> 8;
+            b0[j] = half2_bits(int4_low_codes(x));
+            b1[j] = half2_bits(int4_high_codes(x));
+          } else if constexpr (kInt4) {
             const uint32_t word = k_words[j][ks / 2];
             const uint32_t coef = k_coef[j][ks / 2];
             const __half2 scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
@@ -739,10 +780,21 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       // score (per score, the branches cost more than the scores).
       // fp8 with fp32 scales per row: each key's K scale, on its scores
       // (keys 16 mt + g, 16 mt + g + 8 of this lane).
+      // int4 row: score = scale x (Q . codes) + shift x sum(Q), per key
+      // (keys 16 mt + g + 8 h are the rows 8 j + g it decoded, j = 2 mt + h).
       float key_scale[Tile::kKeyTiles][2];
+      [[maybe_unused]] float key_shift[Tile::kKeyTiles][2];
 #pragma unroll
       for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
         key_scale[mt][0] = key_scale[mt][1] = 1.f;
+        if constexpr (Tile::kInt4Row) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t coef = k_coef[2 * mt + h][0];
+            key_scale[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+            key_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+          }
+        }
         if constexpr (kFormat == StreamFormat::kFp8Float) {
           if (per_row) {
             const float *const scales = reinterpret_cast<const float *>(side);
@@ -761,7 +813,9 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             for (int e = 0; e < 4; ++e) {
               const int r = 2 * n + e % 2;
               const int32_t key = tile_start + 16 * mt + g + 8 * (e / 2);
-              float x = s[mt][n][e] * row_scale[r];
+              float x = s[mt][n][e];
+              if constexpr (Tile::kInt4Row) x = fmaf(x, key_scale[mt][e / 2], key_shift[mt][e / 2] * q_sum[r]);
+              x *= row_scale[r];
               if constexpr (kFormat == StreamFormat::kFp8Float) x *= key_scale[mt][e / 2];
               const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
               if constexpr (!kPlain) {
@@ -792,6 +846,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         rescale_any |= row_max[r] != -INFINITY && row_max[r] != m;
         row_max[r] = m;
         row_sum[r] *= rescale[r];
+        if constexpr (Tile::kInt4Row) shift_sum[r] *= rescale[r];
       }
       // Most tiles leave every maximum where it was: skip the D x rows rescale.
       if (__any_sync(0xffffffffu, rescale_any)) {
@@ -808,18 +863,27 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       // P' = P s / v_norm < 2 keeps fp16's range; O is in units of v_norm
       // and rescaled, exactly, when v_norm grows).
       float v_weight[Tile::kKeyTiles][2];
+      [[maybe_unused]] float v_shift[Tile::kKeyTiles][2];
 #pragma unroll
       for (int mt = 0; mt < Tile::kKeyTiles; ++mt) v_weight[mt][0] = v_weight[mt][1] = 1.f;
-      if constexpr (kFormat == StreamFormat::kFp8Float) {
-        if (per_row) {
+      if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kInt4Row) {
+        if (p_carries_v_scale) {
           float top = 0.f;
-          const float *const scales = reinterpret_cast<const float *>(side) + kWarpKeys;
+          [[maybe_unused]] const float *const scales = reinterpret_cast<const float *>(side) + kWarpKeys;
 #pragma unroll
-          for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
-            v_weight[mt][0] = scales[16 * mt + g];
-            v_weight[mt][1] = scales[16 * mt + g + 8];
-            top = fmaxf(top, fmaxf(v_weight[mt][0], v_weight[mt][1]));
-          }
+          for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              if constexpr (Tile::kInt4Row) {
+                const uint32_t coef = *reinterpret_cast<const uint32_t *>(
+                    stage + (kWarpKeys + 16 * mt + g + 8 * h) * Tile::kPitch + Tile::kLead - 4);
+                v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+                v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+              } else {
+                v_weight[mt][h] = scales[16 * mt + g + 8 * h];
+              }
+              top = fmaxf(top, fabsf(v_weight[mt][h]));
+            }
           top = max_over_keys(top);  // the tile's 32 keys: warp-uniform
           const float bound = fmaxf(__uint_as_float(__float_as_uint(top) & 0x7f800000u), FLT_MIN);
           if (bound > v_norm) {
@@ -868,7 +932,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
               row_sum[r] += prob[e];
               if constexpr (decltype(rounded)::value)
                 prob[e] = fp8_round(prob[e] * p_inverse[r], p.fp8_bias, p.fp8_max) * p_scale[r];
-              if constexpr (kFormat == StreamFormat::kFp8Float) prob[e] *= v_weight[mt][e / 2];
+              if constexpr (Tile::kInt4Row) shift_sum[r] = fmaf(prob[e], v_shift[mt][e / 2], shift_sum[r]);
+              if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kInt4Row) prob[e] *= v_weight[mt][e / 2];
             }
             pb[mt][n][0] = transpose_8x8(pack2<__half>(prob[0], prob[1]));
             pb[mt][n][1] = transpose_8x8(pack2<__half>(prob[2], prob[3]));
@@ -904,7 +969,15 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             const uint8_t *const v_at = stage + (key_a[half] - 2 * t) * Tile::kPitch + v_code_at[wi];
             const uint32_t wa = *reinterpret_cast<const uint32_t *>(v_at);
             const uint32_t wb = *reinterpret_cast<const uint32_t *>(v_at + Tile::kPitch);
-            if constexpr (kInt4) {
+            if constexpr (Tile::kInt4Row) {
+              // The codes alone: the key's scale is on its P, its shift in shift_sum.
+#pragma unroll
+              for (int byte = 0; byte < 4; ++byte) {
+                const uint32_t y = __byte_perm(wa, wb, byte | (byte << 4) | ((byte + 4) << 8) | ((byte + 4) << 12));
+                b[half][2 * byte] = half2_bits(int4_low_codes(y));
+                b[half][2 * byte + 1] = half2_bits(int4_high_codes(y));
+              }
+            } else if constexpr (kInt4) {
               const uint8_t *const row_a = stage + key_a[half] * Tile::kPitch + v_coef_at[wi];
               const uint32_t ca = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a) : 0u;
               const uint32_t cb = v_word_valid[wi] ? *reinterpret_cast<const uint32_t *>(row_a + Tile::kPitch) : 0u;
@@ -949,6 +1022,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
   for (int r = 0; r < kLR; ++r) {
     row_sum[r] = sum_over_keys(row_sum[r]);
+    if constexpr (Tile::kInt4Row) shift_sum[r] = sum_over_keys(shift_sum[r]);
     if (g == 0) {
       max_exchange[warp * Tile::kRows + lane_row(r)] = row_max[r];
       sum_exchange[warp * Tile::kRows + lane_row(r)] = row_sum[r];
@@ -961,7 +1035,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     for (int n = 0; n < kQN; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        o_part[lane_row(2 * n + e % 2) * Tile::kOPitch + 16 * m + g + 8 * (e / 2)] = acc[m][n][e] * v_norm;
+        o_part[lane_row(2 * n + e % 2) * Tile::kOPitch + 16 * m + g + 8 * (e / 2)] =
+            Tile::kInt4Row ? fmaf(acc[m][n][e], v_norm, shift_sum[2 * n + e % 2]) : acc[m][n][e] * v_norm;
   __syncthreads();
 
   const OutputTarget target = output_target(p, piece, tile_rows.chunk, queries);
