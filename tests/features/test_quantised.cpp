@@ -195,23 +195,25 @@ std::vector<AttentionCase> short_head_cases() {
 INSTANTIATE_TEST_SUITE_P(QuantisedShortHead, QuantisedKv, ::testing::ValuesIn(short_head_cases()),
                          [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
 
-// fp8 with fp32 scales per row whose V rows lie 2^-8 .. 2^8 apart: the
-// streaming kernel puts V's scales on P over a power-of-two normaliser that
-// grows (and rescales O) as larger scales arrive.
+// fp8 with fp32 scales per row, and int4 with one group per row, whose V
+// rows lie 2^-8 .. 2^8 apart: the streaming kernel puts V's scales on P
+// over a power-of-two normaliser that grows (and rescales O) as larger
+// scales arrive (int4: its shifts go into a sum of their own).
 std::vector<AttentionCase> spread_scale_cases() {
   std::vector<AttentionCase> cases;
   const std::vector<QuantKind> kinds = quant_kinds();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 6; ++i) {
     AttentionCase c = base_case(i, i);
-    // fp8 e4m3fn f32 per row (twice), e4m3fnuz f32 per row, e4m3fn f32 per head (see quant_kinds).
-    const size_t picks[] = {7, 7, 13, 8};
+    // fp8 e4m3fn f32 per row (twice), e4m3fnuz f32 per row, e4m3fn f32 per
+    // head, int4 g1 (twice) (see quant_kinds).
+    const size_t picks[] = {7, 7, 13, 8, 0, 0};
     const size_t pick = picks[i];
     set_kind(c, kinds[pick]);
     c.head_dim = i % 2 == 0 ? 128 : 64;
     c.kv_len = {300 + 37 * i, 77};
     c.v_row_spread = 8;
     apply_layout(c, i % 2 == 0 ? kPadded : kPaged, i);
-    apply_split(c, i < 2 ? kSplit1 : kSplitAuto);
+    apply_split(c, i < 2 || i == 4 ? kSplit1 : kSplitAuto);
     c.name = "spread_" + kinds[pick].name + "_d" + std::to_string(c.head_dim) + "_" + dtype_name(c.dtype) + "_" +
              std::to_string(i);
     cases.push_back(c);
