@@ -203,7 +203,7 @@ std::vector<AttentionCase> spread_scale_cases() {
   std::vector<AttentionCase> cases;
   const std::vector<QuantKind> kinds = quant_kinds();
   for (int i = 0; i < 6; ++i) {
-    AttentionCase c = base_case(i, i);
+    AttentionCase c = base_case(i, i % 4);  // (t indexes base_case's four shapes)
     // fp8 e4m3fn f32 per row (twice), e4m3fnuz f32 per row, e4m3fn f32 per
     // head, int4 g1 (twice) (see quant_kinds).
     const size_t picks[] = {7, 7, 13, 8, 0, 0};
