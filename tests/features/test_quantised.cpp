@@ -224,6 +224,35 @@ std::vector<AttentionCase> spread_scale_cases() {
 INSTANTIATE_TEST_SUITE_P(QuantisedSpreadScales, QuantisedKv, ::testing::ValuesIn(spread_scale_cases()),
                          [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
 
+// int4 with one group per row where a head's rows (68 bytes at D 128, 36
+// at D 64) all sit at one offset mod 16 (G x Hkv a multiple of 4,
+// contiguous views 16-byte aligned at both ends): the streaming kernel
+// copies their aligned 16-byte chunks whole (kv_over16), each head's rows
+// at their own offset. Every layout once, NaN in the rows that hold no key
+// (which the chunks of the rows beside them take along).
+std::vector<AttentionCase> whole_chunk_cases() {
+  std::vector<AttentionCase> cases;
+  const QuantKind int4_g1 = quant_kinds()[0];
+  for (int layout = 0; layout < kLayoutCount; ++layout) {
+    const int t = layout % 4;
+    AttentionCase c = base_case(layout, t);
+    set_kind(c, int4_g1);
+    c.head_dim = layout % 2 == 0 ? 128 : 64;
+    c.heads_q = 8, c.heads_kv = 4;
+    c.nan_padding = true;
+    apply_layout(c, layout, t);
+    apply_mask(c, layout % kMaskCount);
+    apply_split(c, (2 * layout + 1) % kSplitCount);
+    c.name = "chunks_int4_g1_" + std::string(kLayoutNames[layout]) + "_" + kMaskNames[layout % kMaskCount] + "_d" +
+             std::to_string(c.head_dim) + "_" + dtype_name(c.dtype);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantisedWholeChunks, QuantisedKv, ::testing::ValuesIn(whole_chunk_cases()),
+                         [](const ::testing::TestParamInfo<AttentionCase> &info) { return info.param.name; });
+
 // fp8 compute, with the bounds of harness.h (docs/numerics.md).
 std::vector<AttentionCase> fp8_compute_cases() {
   std::vector<AttentionCase> cases;

@@ -400,9 +400,11 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   }
   std::memcpy(plan->backend_private, &config, sizeof(config));
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d%s/%s%s",
-                dtype_name(problem.q_dtype), quantised ? "_" : "", !quantised                                                                   ? ""
-                : streaming && problem.kv_quant == FMHA_KV_QUANT_INT4 && problem.kv_quant_groups == 1 ? "int4row"
-                                                                                              : kv_quant_name(problem.kv_quant),
+                dtype_name(problem.q_dtype), quantised ? "_" : "",
+                !quantised ? ""
+                : streaming && problem.kv_quant == FMHA_KV_QUANT_INT4 && problem.kv_quant_groups == 1
+                    ? "int4row"
+                    : kv_quant_name(problem.kv_quant),
                 problem.flags & FMHA_FLAG_FP8_PV ? "_pv8" : "", bucket,
                 streaming    ? "stream"
                 : mla_kernel ? "mla"
@@ -437,6 +439,26 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   const bool kv_copy16 = quantised && rows_aligned(views.k, views.k.ndim - 1) &&
                          rows_aligned(v_rows, v_rows.ndim - 1) && packed_row_bytes(views.k) % 16 == 0 &&
                          packed_row_bytes(v_rows) % 16 == 0;
+  // int4 rows of one group (4 + D / 2 bytes) are not whole 16-byte chunks,
+  // but the streaming kernel may copy each row's aligned chunks whole,
+  // with up to 12 bytes of the rows beside it, where every such chunk lies
+  // inside the view (it starts and ends on 16-byte boundaries) and the
+  // outer and row strides are whole chunks (a head's rows then share one
+  // offset mod 16).
+  const auto chunks_inside = [](const fmha_view &view) {
+    const int64_t bytes = element_bytes(view.elem);
+    if (view.ndim < 3 || reinterpret_cast<uintptr_t>(view.data) % 16 != 0) return false;
+    int64_t last = 0;  // the last element's offset
+    for (int d = 0; d < view.ndim; ++d) {
+      if (view.shape[d] <= 0 || view.stride[d] < 0) return false;
+      last += (view.shape[d] - 1) * view.stride[d];
+    }
+    for (int d = 0; d < 2; ++d)
+      if (view.shape[d] > 1 && (view.stride[d] * bytes) % 16 != 0) return false;
+    return ((last + 1) * bytes) % 16 == 0;
+  };
+  const bool kv_over16 = problem.kv_quant == FMHA_KV_QUANT_INT4 && problem.kv_quant_groups == 1 && !kv_copy16 &&
+                         chunks_inside(views.k) && chunks_inside(v_rows);
   struct {
     const char *name;
     const fmha_view &view;
@@ -557,6 +579,7 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
     params.kv_scale_kind = problem.kv_scale_kind;
     params.kv_scale_granularity = problem.kv_scale_granularity;
     params.kv_copy16 = kv_copy16;
+    params.kv_over16 = kv_over16;
     // With FMHA_FLAG_V_FROM_K there is no V view or v_scale: the loader
     // stages K rows only, decoded with k_scale.
     params.k_scale = views.k_scale.data;

@@ -160,6 +160,7 @@ struct ForwardParams {
   int32_t kv_scale_kind;
   int32_t kv_scale_granularity;
   int32_t kv_copy16;    // packed rows and strides 16-byte aligned (else 4-byte copies)
+  int32_t kv_over16;    // int4 one-group rows: their aligned 16-byte chunks may be copied whole
   const void *k_scale;  // fp8 scales: [B or pages, rows, G, Hkv], [G, Hkv] or [1]
   int64_t k_scale_stride[4];
   const void *v_scale;

@@ -117,15 +117,16 @@ struct StreamTile {
 // (n2, n6), (n3, n7): b0, b1 of k-step 2q and b0, b1 of k-step 2q + 1 (q =
 // W's index among the lane's words). fp8: word W = codes of dims 4W .. 4W
 // + 3 gives b0 = (c0, c1), b1 = (c2, c3) of k-step q. b0 holds k = 2t, 2t +
-// 1 and b1 k = 2t + 8, 2t + 9 of the 16 of a k-step.
-template <int kHeadDim, bool kInt4>
+// 1 and b1 k = 2t + 8, 2t + 9 of the 16 of a k-step. kStridedWords (int4
+// row): lane t reads words t, t + 4, ... (4-byte reads) instead.
+template <int kHeadDim, bool kInt4, bool kStridedWords = false>
 __device__ __forceinline__ int q_virtual_dim(int d) {
   if constexpr (kInt4) {
-    constexpr int kWords = kHeadDim / 32;
+    constexpr int kWords = kHeadDim / 32;  // K words a lane decodes per key
     const int word = d >> 3, nibble = d & 7;
     const int reg = nibble & 3, parity = nibble >> 2;
-    const int t = word / kWords;
-    const int ks = 2 * (word % kWords) + (reg >> 1);
+    const int t = kStridedWords ? word % 4 : word / kWords;
+    const int ks = 2 * (kStridedWords ? word / 4 : word % kWords) + (reg >> 1);
     return 16 * ks + 8 * (reg & 1) + 2 * t + parity;
   } else {
     constexpr int kWords = kHeadDim / 16;
@@ -352,7 +353,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     float chunk_sum = 0.f;  // of the fp16 values the MMAs see
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const int v = q_virtual_dim<kHeadDim, kInt4>(8 * c + j);
+      const int v = q_virtual_dim<kHeadDim, kInt4, Tile::kInt4Row>(8 * c + j);
       const uint32_t at = swizzled<Tile::kQRowBytes>(row, v >> 3) + 2 * (v & 7);
       const __half a = __float2half_rn(x[j] * up);
       *reinterpret_cast<__half *>(q_tile + at) = a;
@@ -427,6 +428,19 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
   // 16-byte copies need whole chunks of coefficient words too.
   const bool copy16 = p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
+  // int4 row (kv_over16: the views start and end on 16-byte boundaries and
+  // keep a head's rows at one offset mod 16, forward.cu): a row's 16-byte
+  // aligned chunks are copied whole, with up to 12 bytes of the rows
+  // beside it, into a 16-byte aligned staged row where the row keeps its
+  // offset mod 16 (misalign): 5 copies of a 68-byte row instead of 17
+  // (the 4-byte copies' address arithmetic and LDGSTS queue were a third
+  // of the stall samples, ncu run 71). The decode reads its words `code_shift`
+  // bytes off where the 4-byte copies put them (codes at kLead).
+  const bool over16 = Tile::kInt4Row && p.kv_over16 != 0;
+  const int k_misalign = over16 ? static_cast<int>(reinterpret_cast<uintptr_t>(k_rows) & 15) : 0;
+  const int v_misalign = over16 ? static_cast<int>(reinterpret_cast<uintptr_t>(v_rows) & 15) : 0;
+  const int k_code_shift = over16 ? k_misalign + 4 - Tile::kLead : 0;
+  const int v_code_shift = over16 ? v_misalign + 4 - Tile::kLead : 0;
 
   // Lane l locates key l of a warp tile (K row l, V row l). Paged and
   // ragged keys take a table lookup: it is made one tile ahead of the
@@ -453,7 +467,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   // made the loop about 45 instructions per copy). A row's source is
   // affine in its key for contiguous layouts, else the lane owning the key
   // shares its offset.
-  const int unit_bytes = copy16 ? 16 : 4;
+  const bool wide = copy16 || over16;
+  const int unit_bytes = wide ? 16 : 4;
   // int4 rows land with their coefficients just before kLead.
   const int coef_bytes = kInt4 ? 4 * groups : 0;
   const int row_lead = Tile::kLead - coef_bytes;  // where a staged row's copy starts
@@ -463,16 +478,17 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
     int64_t src_gap;  // contiguous layouts: source bytes from one row's end to the next row's start
     int32_t dst_gap;  // staging bytes from one row's end to the next row's start (unswizzled rows)
   };
-  const auto row_copy = [&](int32_t row_words, int64_t stride1) {
+  const auto row_copy = [&](int32_t row_words, int64_t stride1, int misalign) {
     RowCopy c;
-    c.units = copy16 ? row_words / 4 : row_words;
+    c.units = over16 ? (misalign + 4 * row_words + 15) / 16 : copy16 ? row_words / 4 : row_words;
     c.magic = static_cast<uint32_t>(((uint64_t{1} << 31) + c.units - 1) / c.units);
     c.src_gap = stride1 - static_cast<int64_t>(c.units) * unit_bytes;
     c.dst_gap = Tile::kPitch - c.units * unit_bytes;
     return c;
   };
-  const RowCopy k_copy = row_copy(k_row_words, k_stride1);
-  const RowCopy v_copy = row_copy(v_row_words, v_stride1);
+  const RowCopy k_copy = row_copy(k_row_words, k_stride1, k_misalign);
+  const RowCopy v_copy = row_copy(v_row_words, v_stride1, v_misalign);
+  const int lead = over16 ? 0 : row_lead;  // where a staged row's copy starts
   // Affine sources take one multiply-add per copy with an unsigned 32-bit
   // gap (any other stride takes the shared offsets).
   const auto narrow = [](int64_t x) { return x >= 0 && x <= UINT32_MAX; };
@@ -492,7 +508,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
     for (int part = 0; part < 2; ++part) {
       const RowCopy &c = part == 0 ? k_copy : v_copy;
-      const uint8_t *const rows_base = part == 0 ? k_rows : v_rows;
+      const uint8_t *const rows_base = part == 0 ? k_rows - k_misalign : v_rows - v_misalign;
       const int64_t stride0 = part == 0 ? k_stride0 : v_stride0;
       const int64_t stride1 = part == 0 ? k_stride1 : v_stride1;
       const int64_t my_offset = outer * stride0 + inner * stride1;  // this lane's key
@@ -507,7 +523,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         // in the source (contiguous layouts) and in staging.
         const uint8_t *const src_packed =
             rows_base + seq_outer * stride0 + (seq_origin + tile_start) * stride1 + lane * kUnitBytes;
-        const SmemAddr dst_packed = base + part * kWarpKeys * Tile::kPitch + row_lead + lane * kUnitBytes;
+        const SmemAddr dst_packed = base + part * kWarpKeys * Tile::kPitch + lead + lane * kUnitBytes;
         // Unit f of the copy, `offset` bytes past the running pointers
         // (`packed`: its byte as if the rows were packed, contiguous
         // layouts; `dst`: its staged byte). The offset is added last, so
@@ -567,7 +583,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
           copy_units(whole, wide, std::false_type{});
       };
       const auto by_width = [&](auto whole) {
-        if (copy16)
+        if (wide)
           by_layout(whole, std::true_type{});
         else
           by_layout(whole, std::false_type{});
@@ -608,9 +624,16 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
   for (int q = 0; q < Tile::kLaneWords; q += 4)
     k_code_at[q / 4] = stream_code_offset<Tile>(g, 4 * (t * Tile::kLaneWords + q));
+  // int4 row: K words t + 4 q, one 4-byte read each (their staged place
+  // moves with k_code_shift; 4-byte reads of rows 8 j + g hit 32 distinct banks
+  // at the 112- and 80-byte pitches).
+  [[maybe_unused]] uint32_t k_word_at[Tile::kLaneWords];
+#pragma unroll
+  for (int q = 0; q < Tile::kLaneWords; ++q) k_word_at[q] = stream_code_offset<Tile>(g, 4 * (4 * q + t)) + k_code_shift;
   uint32_t v_code_at[Tile::kVWords];
 #pragma unroll
-  for (int wi = 0; wi < Tile::kVWords; ++wi) v_code_at[wi] = stream_code_offset<Tile>(2 * t, 4 * (8 * wi + g));
+  for (int wi = 0; wi < Tile::kVWords; ++wi)
+    v_code_at[wi] = stream_code_offset<Tile>(2 * t, 4 * (8 * wi + g)) + (Tile::kInt4Row ? v_code_shift : 0);
   int v_coef_at[Tile::kVWords];
   bool v_word_valid[Tile::kVWords];
 #pragma unroll
@@ -698,7 +721,11 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         [[maybe_unused]] const int row = 8 * j + g;
 #pragma unroll
         for (int q = 0; q < Tile::kLaneWords; q += 4) {
-          if constexpr (Tile::kLaneWords >= 4) {
+          if constexpr (Tile::kInt4Row) {
+#pragma unroll
+            for (int w = 0; w < Tile::kLaneWords; ++w)
+              k_words[j][w] = *reinterpret_cast<const uint32_t *>(stage + 8 * j * Tile::kPitch + k_word_at[w]);
+          } else if constexpr (Tile::kLaneWords >= 4) {
             const uint4 w = *reinterpret_cast<const uint4 *>(stage + 8 * j * Tile::kPitch + k_code_at[q / 4]);
             k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
           } else {
@@ -707,7 +734,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
           }
         }
         if constexpr (Tile::kInt4Row) {
-          k_coef[j][0] = *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + Tile::kLead - 4);
+          k_coef[j][0] =
+              *reinterpret_cast<const uint32_t *>(stage + row * Tile::kPitch + Tile::kLead - 4 + k_code_shift);
         } else if constexpr (kInt4) {
 #pragma unroll
           for (int q = 0; q < Tile::kLaneWords; ++q)
@@ -876,7 +904,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             for (int h = 0; h < 2; ++h) {
               if constexpr (Tile::kInt4Row) {
                 const uint32_t coef = *reinterpret_cast<const uint32_t *>(
-                    stage + (kWarpKeys + 16 * mt + g + 8 * h) * Tile::kPitch + Tile::kLead - 4);
+                    stage + (kWarpKeys + 16 * mt + g + 8 * h) * Tile::kPitch + Tile::kLead - 4 + v_code_shift);
                 v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
                 v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
               } else {
