@@ -212,7 +212,7 @@ std::vector<AttentionCase> spread_scale_cases() {
     c.head_dim = i % 2 == 0 ? 128 : 64;
     c.kv_len = {300 + 37 * i, 77};
     c.v_row_spread = 8;
-    apply_layout(c, i % 2 == 0 ? kPadded : kPaged, i);
+    apply_layout(c, i % 2 == 0 ? kPadded : kPaged, i % 4);
     apply_split(c, i < 2 || i == 4 ? kSplit1 : kSplitAuto);
     c.name = "spread_" + kinds[pick].name + "_d" + std::to_string(c.head_dim) + "_" + dtype_name(c.dtype) + "_" +
              std::to_string(i);
