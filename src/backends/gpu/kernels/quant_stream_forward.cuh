@@ -25,14 +25,16 @@
 //    them), so Q is stored in the order in which one 16-byte read of a K
 //    row decodes into fragments (q_virtual_dim); the order of O's columns
 //    is free too (each column is one head dim), undone when O is written.
-// Numerics: int4 and fp8 with fp16 scale + shift are the tile kernel's
+// Numerics: int4 with several groups per row is the tile kernel's
 // (quant_tile_loader.cuh): each K and V value is the exact n * scale +
-// shift rounded once to fp16. fp8 with fp32 scales enters the MMAs as its
-// codes (exact in fp16): K's scale multiplies the fp32 scores, V's the
-// fp32 P before P is rounded to fp16 (per row, over a power-of-two
-// normaliser), or O (per head / tensor), so no K or V value is rounded at
-// all. bf16 Q enters as fp16 after a power-of-two scale per row (exact);
-// P is fp16.
+// shift rounded once to fp16. Every other format enters the MMAs as its
+// codes (exact in fp16), so no K or V value is rounded at all: K's scale
+// multiplies the fp32 scores (and its shift, if any, adds shift x sum(Q)),
+// V's multiplies the fp32 P before P is rounded to fp16 (per row, over a
+// power-of-two normaliser), or O (fp32 scales per head / tensor), and V's
+// shift goes into an fp32 sum of P x shift added to O (int4 one group,
+// fp8 fp16x2). bf16 Q enters as fp16 after a power-of-two scale per row
+// (exact); P is fp16.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_KERNELS_QUANT_STREAM_FORWARD_CUH_
 
@@ -59,6 +61,10 @@ struct StreamTile {
   static constexpr int kQTiles = kQueryTiles;
   static constexpr bool kInt4 = kFormat == StreamFormat::kInt4 || kFormat == StreamFormat::kInt4Row;
   static constexpr bool kInt4Row = kFormat == StreamFormat::kInt4Row;
+  // A row's scale and shift leave the decode (int4 row, fp8 fp16x2): the
+  // codes enter the MMAs, score = scale x (Q . codes) + shift x sum(Q), V's
+  // scale goes onto P and its shift into a sum added to O (stream_piece).
+  static constexpr bool kFactored = kInt4Row || kFormat == StreamFormat::kFp8ScaleShift;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kRows = 8 * kQueryTiles;      // query rows of the CTA
@@ -97,9 +103,9 @@ struct StreamTile {
   static constexpr int kQTopOffset = kQScaleOffset + kRows * 4;        // [16] uint
   static constexpr int kMaxOffset = kQTopOffset + kRows * 4;           // [warps][16] float
   static constexpr int kSumOffset = kMaxOffset + kWarps * kRows * 4;   // [warps][16] float
-  // kInt4Row: each Q row's sum in 8-dim chunks, [kRows][kHeadDim / 8] float.
+  // kFactored: each Q row's sum in 8-dim chunks, [kRows][kHeadDim / 8] float.
   static constexpr int kQSumOffset = kSumOffset + kWarps * kRows * 4;
-  static constexpr int kQSumBytes = kInt4Row ? kRows * (kHeadDim / 8) * 4 : 0;
+  static constexpr int kQSumBytes = kFactored ? kRows * (kHeadDim / 8) * 4 : 0;
   static constexpr int kStagingOffset = kQSumOffset + kQSumBytes;
   static constexpr int kSmemBytes = kStagingOffset + kWarps * kWarpStagingBytes;
   // The merge of the warps: warp w's unnormalised O, [16][kOPitch] fp32 in
@@ -175,14 +181,12 @@ __device__ __forceinline__ uint32_t int4_high(uint32_t x, __half2 scale, __half2
   return half2_bits(__hfma2(int4_high_codes(x), scale, shift));
 }
 
-// Four fp8 codes as two fp16 pairs (codes 0, 1 in `lo`, 2, 3 in `hi`):
-// times the pair's fp16 scale plus shift (one FMA, rounded once), or the
-// codes alone (exact) with fp32 scales, which go onto the scores (K) and P
-// or O (V) instead. sm_89+ converts E4M3FN in one instruction per pair,
-// reading the word's upper half in place.
-template <StreamFormat kFormat, bool kFnuz>
-__device__ __forceinline__ void fp8_decoded(uint32_t codes, uint32_t scale_pair, uint32_t shift_pair, uint32_t &lo,
-                                            uint32_t &hi) {
+// Four fp8 codes as two fp16 pairs (codes 0, 1 in `lo`, 2, 3 in `hi`),
+// exact: every fp8 format's scales go onto the scores (K) and P or O (V)
+// instead. sm_89+ converts E4M3FN in one instruction per pair, reading the
+// word's upper half in place.
+template <bool kFnuz>
+__device__ __forceinline__ void fp8_codes(uint32_t codes, uint32_t &lo, uint32_t &hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if constexpr (!kFnuz) {
     asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
@@ -193,10 +197,6 @@ __device__ __forceinline__ void fp8_decoded(uint32_t codes, uint32_t scale_pair,
   {
     lo = half2_bits(fp8_pair_to_half(codes, kFnuz));
     hi = half2_bits(fp8_pair_to_half(codes >> 16, kFnuz));
-  }
-  if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
-    lo = half2_bits(__hfma2(bits_half2(lo), bits_half2(scale_pair), bits_half2(shift_pair)));
-    hi = half2_bits(__hfma2(bits_half2(hi), bits_half2(scale_pair), bits_half2(shift_pair)));
   }
 }
 
@@ -359,7 +359,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       *reinterpret_cast<__half *>(q_tile + at) = a;
       chunk_sum += __half2float(a);
     }
-    if constexpr (Tile::kInt4Row) reinterpret_cast<float *>(smem + Tile::kQSumOffset)[i] = chunk_sum;
+    if constexpr (Tile::kFactored) reinterpret_cast<float *>(smem + Tile::kQSumOffset)[i] = chunk_sum;
   }
   // Staged bytes past Dqk / Dv are never copied: zero, so that they decode
   // to finite values (they meet Q's zeros or unwritten O columns).
@@ -371,10 +371,10 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
     for (int r = 0; r < kLR; ++r) row_scale[r] *= q_row_scale[lane_row(r)];
   }
-  // kInt4Row: the sum of each of this lane's Q rows (as the MMAs see it),
+  // kFactored: the sum of each of this lane's Q rows (as the MMAs see it),
   // which the K shifts multiply.
   [[maybe_unused]] float q_sum[kLR];
-  if constexpr (Tile::kInt4Row) {
+  if constexpr (Tile::kFactored) {
     const float *const chunk_sums = reinterpret_cast<const float *>(smem + Tile::kQSumOffset);
 #pragma unroll
     for (int r = 0; r < kLR; ++r) {
@@ -670,10 +670,10 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   for (int r = 0; r < kLR; ++r) row_max[r] = -INFINITY, row_sum[r] = 0.f;
   // O's unit: 1, or with fp32 V scales per row the warp's V normaliser
   // (set at its first tile).
-  // kInt4Row: V's scales go onto P the same way, and its shifts into
+  // kFactored: V's scales go onto P the same way, and its shifts into
   // shift_sum (sum over keys of P x shift, in O's own units, this lane's
   // keys), added to every column of O at the end.
-  const bool p_carries_v_scale = Tile::kInt4Row || (kFormat == StreamFormat::kFp8Float && per_row);
+  const bool p_carries_v_scale = Tile::kFactored || (kFormat == StreamFormat::kFp8Float && per_row);
   float v_norm = p_carries_v_scale ? 0.f : 1.f;
   [[maybe_unused]] float shift_sum[kLR];
 #pragma unroll
@@ -780,12 +780,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
             b0[j] = int4_low(x, scale, shift);
             b1[j] = int4_high(x, scale, shift);
           } else {
-            // (Codes past Dqk are staged zeros and meet Q's zeros.)
-            const uint32_t word = k_words[j][ks];
-            const uint32_t coef = k_coef[j][0];
-            const uint32_t scale2 = __byte_perm(coef, coef, 0x1010);
-            const uint32_t shift2 = __byte_perm(coef, coef, 0x3232);
-            fp8_decoded<kFormat, kFnuz>(word, scale2, shift2, b0[j], b1[j]);
+            // The codes alone (past Dqk staged zeros, which meet Q's zeros).
+            fp8_codes<kFnuz>(k_words[j][ks], b0[j], b1[j]);
           }
         }
 #pragma unroll
@@ -808,14 +804,14 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       // score (per score, the branches cost more than the scores).
       // fp8 with fp32 scales per row: each key's K scale, on its scores
       // (keys 16 mt + g, 16 mt + g + 8 of this lane).
-      // int4 row: score = scale x (Q . codes) + shift x sum(Q), per key
+      // kFactored: score = scale x (Q . codes) + shift x sum(Q), per key
       // (keys 16 mt + g + 8 h are the rows 8 j + g it decoded, j = 2 mt + h).
       float key_scale[Tile::kKeyTiles][2];
       [[maybe_unused]] float key_shift[Tile::kKeyTiles][2];
 #pragma unroll
       for (int mt = 0; mt < Tile::kKeyTiles; ++mt) {
         key_scale[mt][0] = key_scale[mt][1] = 1.f;
-        if constexpr (Tile::kInt4Row) {
+        if constexpr (Tile::kFactored) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const uint32_t coef = k_coef[2 * mt + h][0];
@@ -842,7 +838,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
               const int r = 2 * n + e % 2;
               const int32_t key = tile_start + 16 * mt + g + 8 * (e / 2);
               float x = s[mt][n][e];
-              if constexpr (Tile::kInt4Row) x = fmaf(x, key_scale[mt][e / 2], key_shift[mt][e / 2] * q_sum[r]);
+              if constexpr (Tile::kFactored) x = fmaf(x, key_scale[mt][e / 2], key_shift[mt][e / 2] * q_sum[r]);
               x *= row_scale[r];
               if constexpr (kFormat == StreamFormat::kFp8Float) x *= key_scale[mt][e / 2];
               const bool visible = !decltype(bounded)::value || (key >= vis_lo[r] && key <= vis_hi[r]);
@@ -874,7 +870,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         rescale_any |= row_max[r] != -INFINITY && row_max[r] != m;
         row_max[r] = m;
         row_sum[r] *= rescale[r];
-        if constexpr (Tile::kInt4Row) shift_sum[r] *= rescale[r];
+        if constexpr (Tile::kFactored) shift_sum[r] *= rescale[r];
       }
       // Most tiles leave every maximum where it was: skip the D x rows rescale.
       if (__any_sync(0xffffffffu, rescale_any)) {
@@ -894,7 +890,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       [[maybe_unused]] float v_shift[Tile::kKeyTiles][2];
 #pragma unroll
       for (int mt = 0; mt < Tile::kKeyTiles; ++mt) v_weight[mt][0] = v_weight[mt][1] = 1.f;
-      if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kInt4Row) {
+      if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kFactored) {
         if (p_carries_v_scale) {
           float top = 0.f;
           [[maybe_unused]] const float *const scales = reinterpret_cast<const float *>(side) + kWarpKeys;
@@ -905,6 +901,11 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
               if constexpr (Tile::kInt4Row) {
                 const uint32_t coef = *reinterpret_cast<const uint32_t *>(
                     stage + (kWarpKeys + 16 * mt + g + 8 * h) * Tile::kPitch + Tile::kLead - 4 + v_code_shift);
+                v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
+                v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+              } else if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
+                const uint32_t coef =
+                    per_row ? reinterpret_cast<const uint32_t *>(side)[kWarpKeys + 16 * mt + g + 8 * h] : v_fixed;
                 v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
                 v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
               } else {
@@ -960,8 +961,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
               row_sum[r] += prob[e];
               if constexpr (decltype(rounded)::value)
                 prob[e] = fp8_round(prob[e] * p_inverse[r], p.fp8_bias, p.fp8_max) * p_scale[r];
-              if constexpr (Tile::kInt4Row) shift_sum[r] = fmaf(prob[e], v_shift[mt][e / 2], shift_sum[r]);
-              if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kInt4Row) prob[e] *= v_weight[mt][e / 2];
+              if constexpr (Tile::kFactored) shift_sum[r] = fmaf(prob[e], v_shift[mt][e / 2], shift_sum[r]);
+              if constexpr (kFormat == StreamFormat::kFp8Float || Tile::kFactored) prob[e] *= v_weight[mt][e / 2];
             }
             pb[mt][n][0] = transpose_8x8(pack2<__half>(prob[0], prob[1]));
             pb[mt][n][1] = transpose_8x8(pack2<__half>(prob[2], prob[3]));
@@ -978,15 +979,6 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
       for (int kk = 0; kk < Tile::kKeyTiles; ++kk) {
         const int key_a[2] = {kWarpKeys + 16 * kk + 2 * t, kWarpKeys + 16 * kk + 8 + 2 * t};  // staged V rows
-        [[maybe_unused]] uint32_t scale_a[2] = {0, 0}, scale_b[2] = {0, 0};
-        if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const uint32_t *const side_a = reinterpret_cast<const uint32_t *>(side) + key_a[half];
-            scale_a[half] = per_row ? side_a[0] : v_fixed;
-            scale_b[half] = per_row ? side_a[1] : v_fixed;
-          }
-        }
         // One V word (8 int4 / 4 fp8 8-dim groups) at a time: fewer live registers.
 #pragma unroll
         for (int wi = 0; wi < Tile::kVWords; ++wi) {
@@ -1019,12 +1011,11 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
                 b[half][2 * byte + 1] = int4_high(y, scale, shift);
               }
             } else {
-              const uint32_t scale2 = __byte_perm(scale_a[half], scale_b[half], 0x5410);
-              const uint32_t shift2 = __byte_perm(scale_a[half], scale_b[half], 0x7632);
               // Bytes 0, 1 (then 2, 3) of a and b interleaved: (a0, b0) and
-              // (a1, b1) are the pairs of n-tiles 0 and 1 (2 and 3).
-              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x5140), scale2, shift2, b[half][0], b[half][1]);
-              fp8_decoded<kFormat, kFnuz>(__byte_perm(wa, wb, 0x7362), scale2, shift2, b[half][2], b[half][3]);
+              // (a1, b1) are the pairs of n-tiles 0 and 1 (2 and 3); the
+              // codes alone (the keys' scales are on P).
+              fp8_codes<kFnuz>(__byte_perm(wa, wb, 0x5140), b[half][0], b[half][1]);
+              fp8_codes<kFnuz>(__byte_perm(wa, wb, 0x7362), b[half][2], b[half][3]);
             }
           }
 #pragma unroll
@@ -1050,7 +1041,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
   for (int r = 0; r < kLR; ++r) {
     row_sum[r] = sum_over_keys(row_sum[r]);
-    if constexpr (Tile::kInt4Row) shift_sum[r] = sum_over_keys(shift_sum[r]);
+    if constexpr (Tile::kFactored) shift_sum[r] = sum_over_keys(shift_sum[r]);
     if (g == 0) {
       max_exchange[warp * Tile::kRows + lane_row(r)] = row_max[r];
       sum_exchange[warp * Tile::kRows + lane_row(r)] = row_sum[r];
@@ -1064,7 +1055,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         o_part[lane_row(2 * n + e % 2) * Tile::kOPitch + 16 * m + g + 8 * (e / 2)] =
-            Tile::kInt4Row ? fmaf(acc[m][n][e], v_norm, shift_sum[2 * n + e % 2]) : acc[m][n][e] * v_norm;
+            Tile::kFactored ? fmaf(acc[m][n][e], v_norm, shift_sum[2 * n + e % 2]) : acc[m][n][e] * v_norm;
   __syncthreads();
 
   const OutputTarget target = output_target(p, piece, tile_rows.chunk, queries);
