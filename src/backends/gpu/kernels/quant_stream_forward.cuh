@@ -156,6 +156,11 @@ __device__ __forceinline__ int o_fragment_column(int d) {
 
 __device__ __forceinline__ uint32_t half2_bits(__half2 x) { return *reinterpret_cast<const uint32_t *>(&x); }
 __device__ __forceinline__ __half2 bits_half2(uint32_t x) { return *reinterpret_cast<const __half2 *>(&x); }
+// A coefficient word's fp16 scale (low half) and shift (high half).
+__device__ __forceinline__ float2 scale_shift(uint32_t word) {
+  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(word & 0xffffu))),
+                     __half2float(__ushort_as_half(static_cast<unsigned short>(word >> 16))));
+}
 
 // (x & mask) | bits as one LOP3: written out, both constants would be
 // immediates and the compiler emits two instructions (one immediate each).
@@ -814,9 +819,9 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
         if constexpr (Tile::kFactored) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const uint32_t coef = k_coef[2 * mt + h][0];
-            key_scale[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
-            key_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+            const float2 c = scale_shift(k_coef[2 * mt + h][0]);
+            key_scale[mt][h] = c.x;
+            key_shift[mt][h] = c.y;
           }
         }
         if constexpr (kFormat == StreamFormat::kFp8Float) {
@@ -898,16 +903,18 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
           for (int mt = 0; mt < Tile::kKeyTiles; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              if constexpr (Tile::kInt4Row) {
-                const uint32_t coef = *reinterpret_cast<const uint32_t *>(
-                    stage + (kWarpKeys + 16 * mt + g + 8 * h) * Tile::kPitch + Tile::kLead - 4 + v_code_shift);
-                v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
-                v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
-              } else if constexpr (kFormat == StreamFormat::kFp8ScaleShift) {
-                const uint32_t coef =
-                    per_row ? reinterpret_cast<const uint32_t *>(side)[kWarpKeys + 16 * mt + g + 8 * h] : v_fixed;
-                v_weight[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef & 0xffffu)));
-                v_shift[mt][h] = __half2float(__ushort_as_half(static_cast<unsigned short>(coef >> 16)));
+              if constexpr (Tile::kFactored) {
+                // The key's coefficient word: in its staged row (int4) or beside it (fp8).
+                const int key = kWarpKeys + 16 * mt + g + 8 * h;
+                uint32_t coef;
+                if constexpr (Tile::kInt4Row)
+                  coef =
+                      *reinterpret_cast<const uint32_t *>(stage + key * Tile::kPitch + Tile::kLead - 4 + v_code_shift);
+                else
+                  coef = per_row ? reinterpret_cast<const uint32_t *>(side)[key] : v_fixed;
+                const float2 c = scale_shift(coef);
+                v_weight[mt][h] = c.x;
+                v_shift[mt][h] = c.y;
               } else {
                 v_weight[mt][h] = scales[16 * mt + g + 8 * h];
               }
