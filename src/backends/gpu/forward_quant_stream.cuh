@@ -1,6 +1,6 @@
 // The streaming quantised forward kernel's launcher template, instantiated
 // per Q dtype (forward_quant_stream_{f16,bf16}.cu) for both head-dim
-// buckets and the four packed formats.
+// buckets and the five packed formats.
 #ifndef FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 #define FMHA_SPLITK_BACKENDS_GPU_FORWARD_QUANT_STREAM_CUH_
 
@@ -43,6 +43,11 @@ fmha_status launch_stream_format(const ForwardParams &params, dim3 grid, int dev
     case kernels::StreamFormat::kInt4:
       return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4>(params, grid, device, stream, msg);
     case kernels::StreamFormat::kInt4Row:
+      // Rows whose aligned 16-byte chunks may be copied whole (forward.cu)
+      // take the kernel that copies nothing else.
+      if (params.kv_over16)
+        return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4RowChunks>(params, grid, device, stream,
+                                                                                        msg);
       return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kInt4Row>(params, grid, device, stream, msg);
     case kernels::StreamFormat::kFp8ScaleShift:
       return launch_stream_bucket<T, kHeadDim, kernels::StreamFormat::kFp8ScaleShift>(params, grid, device, stream,

@@ -50,8 +50,10 @@ namespace fmha::gpu::kernels {
 
 // The packed format a streaming kernel decodes (what changes its code).
 // kInt4Row: int4 with one coefficient word per row (one group), whose
-// scale and shift leave the decode (see stream_piece).
-enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2, kInt4Row = 3 };
+// scale and shift leave the decode (see stream_piece); kInt4RowChunks the
+// same rows copied as whole 16-byte chunks (kv_over16), a kernel of its
+// own so that its copy loop has one width and no run-time branch on it.
+enum class StreamFormat : int { kInt4 = 0, kFp8ScaleShift = 1, kFp8Float = 2, kInt4Row = 3, kInt4RowChunks = 4 };
 
 // kQueryTiles: 8-query n-tiles of the MMAs (1 when a CTA's rows, Mq x
 // Hq / Hkv, fit 8; else 2).
@@ -59,8 +61,9 @@ template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 struct StreamTile {
   static constexpr int kHeadDim = kHeadDimBucket;
   static constexpr int kQTiles = kQueryTiles;
-  static constexpr bool kInt4 = kFormat == StreamFormat::kInt4 || kFormat == StreamFormat::kInt4Row;
-  static constexpr bool kInt4Row = kFormat == StreamFormat::kInt4Row;
+  static constexpr bool kWholeChunks = kFormat == StreamFormat::kInt4RowChunks;
+  static constexpr bool kInt4Row = kFormat == StreamFormat::kInt4Row || kWholeChunks;
+  static constexpr bool kInt4 = kFormat == StreamFormat::kInt4 || kInt4Row;
   // A row's scale and shift leave the decode (int4 row, fp8 fp16x2): the
   // codes enter the MMAs, score = scale x (Q . codes) + shift x sum(Q), V's
   // scale goes onto P and its shift into a sum added to O (stream_piece).
@@ -432,7 +435,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   const int64_t seq_origin = sequence_key_origin(p.seq, piece.batch);
   const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
   // 16-byte copies need whole chunks of coefficient words too.
-  const bool copy16 = p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
+  const bool copy16 = !Tile::kInt4Row && p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
   // int4 row (kv_over16: the views start and end on 16-byte boundaries and
   // keep a head's rows at one offset mod 16, forward.cu): a row's 16-byte
   // aligned chunks are copied whole, with up to 12 bytes of the rows
@@ -441,7 +444,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   // (the 4-byte copies' address arithmetic and LDGSTS queue were a third
   // of the stall samples, ncu run 71). The decode reads its words `code_shift`
   // bytes off where the 4-byte copies put them (codes at kLead).
-  const bool over16 = Tile::kInt4Row && p.kv_over16 != 0;
+  constexpr bool over16 = Tile::kWholeChunks;  // the launcher's pick (kv_over16)
   const int k_misalign = over16 ? static_cast<int>(reinterpret_cast<uintptr_t>(k_rows) & 15) : 0;
   const int v_misalign = over16 ? static_cast<int>(reinterpret_cast<uintptr_t>(v_rows) & 15) : 0;
   const int k_code_shift = over16 ? k_misalign + 4 - Tile::kLead : 0;
@@ -588,10 +591,14 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
           copy_units(whole, wide, std::false_type{});
       };
       const auto by_width = [&](auto whole) {
-        if (wide)
-          by_layout(whole, std::true_type{});
-        else
-          by_layout(whole, std::false_type{});
+        if constexpr (Tile::kInt4Row) {
+          by_layout(whole, std::bool_constant<over16>{});  // fixed by the kernel
+        } else {
+          if (wide)
+            by_layout(whole, std::true_type{});
+          else
+            by_layout(whole, std::false_type{});
+        }
       };
       if (valid_rows == kWarpKeys)
         by_width(std::true_type{});
@@ -724,19 +731,19 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
 #pragma unroll
       for (int j = 0; j < kNS; ++j) {
         [[maybe_unused]] const int row = 8 * j + g;
+        if constexpr (Tile::kInt4Row) {
 #pragma unroll
-        for (int q = 0; q < Tile::kLaneWords; q += 4) {
-          if constexpr (Tile::kInt4Row) {
+          for (int w = 0; w < Tile::kLaneWords; ++w)
+            k_words[j][w] = *reinterpret_cast<const uint32_t *>(stage + 8 * j * Tile::kPitch + k_word_at[w]);
+        } else if constexpr (Tile::kLaneWords >= 4) {
 #pragma unroll
-            for (int w = 0; w < Tile::kLaneWords; ++w)
-              k_words[j][w] = *reinterpret_cast<const uint32_t *>(stage + 8 * j * Tile::kPitch + k_word_at[w]);
-          } else if constexpr (Tile::kLaneWords >= 4) {
+          for (int q = 0; q < Tile::kLaneWords; q += 4) {
             const uint4 w = *reinterpret_cast<const uint4 *>(stage + 8 * j * Tile::kPitch + k_code_at[q / 4]);
             k_words[j][q] = w.x, k_words[j][q + 1] = w.y, k_words[j][q + 2] = w.z, k_words[j][q + 3] = w.w;
-          } else {
-            const uint2 w = *reinterpret_cast<const uint2 *>(stage + 8 * j * Tile::kPitch + k_code_at[0]);
-            k_words[j][0] = w.x, k_words[j][1] = w.y;
           }
+        } else {
+          const uint2 w = *reinterpret_cast<const uint2 *>(stage + 8 * j * Tile::kPitch + k_code_at[0]);
+          k_words[j][0] = w.x, k_words[j][1] = w.y;
         }
         if constexpr (Tile::kInt4Row) {
           k_coef[j][0] =
