@@ -200,9 +200,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   const bool streaming = FMHA_GPU_HAS_QUANT_STREAM && quantised && !mla && bucket <= 128;
 #if FMHA_GPU_HAS_QUANT_STREAM
   if (streaming)
-    tile = ForwardTileInfo{32, 2,
-                           quant_stream_smem_bytes(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind,
-                                                   problem.kv_quant_groups)};
+    tile = quant_stream_tile_info(bucket, problem.q_dtype, problem.kv_quant, problem.kv_scale_kind,
+                                  problem.kv_quant_groups);
 #endif
   // MLA decode has its own kernel where the vendor has one, for what the
   // issue's MLA asks: latents in Q's dtype (f16 / bf16), or E4M3FN ones
@@ -687,28 +686,33 @@ ForwardTileInfo tile_info(int head_dim_bucket) {
 }  // namespace
 
 #if FMHA_GPU_HAS_QUANT_STREAM
-int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind,
-                            int32_t kv_quant_groups) {
-  const auto bytes = [&](auto t) {
+ForwardTileInfo quant_stream_tile_info(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind,
+                                       int32_t kv_quant_groups) {
+  const auto of_tile = [](auto tile) {
+    using Tile = decltype(tile);
+    return ForwardTileInfo{Tile::kWarpKeys, Tile::kStages, Tile::kSmemBytes};
+  };
+  const auto by_dtype = [&](auto t) {
     using T = decltype(t);
     const auto by_format = [&](auto bucket) {
       constexpr int kBucket = decltype(bucket)::value;
       using kernels::StreamFormat;
+      // (kInt4RowChunks, picked at run time, has kInt4Row's tile.)
       switch (stream_format(kv_quant, kv_scale_kind, kv_quant_groups)) {
         case StreamFormat::kInt4:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4, 2>::kSmemBytes;
+          return of_tile(kernels::StreamTile<T, kBucket, StreamFormat::kInt4, 2>{});
         case StreamFormat::kInt4Row:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kInt4Row, 2>::kSmemBytes;
+          return of_tile(kernels::StreamTile<T, kBucket, StreamFormat::kInt4Row, 2>{});
         case StreamFormat::kFp8ScaleShift:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift, 2>::kSmemBytes;
+          return of_tile(kernels::StreamTile<T, kBucket, StreamFormat::kFp8ScaleShift, 2>{});
         default:
-          return kernels::StreamTile<T, kBucket, StreamFormat::kFp8Float, 2>::kSmemBytes;
+          return of_tile(kernels::StreamTile<T, kBucket, StreamFormat::kFp8Float, 2>{});
       }
     };
     return head_dim_bucket == 64 ? by_format(std::integral_constant<int, 64>{})
                                  : by_format(std::integral_constant<int, 128>{});
   };
-  return q_dtype == FMHA_DTYPE_BF16 ? bytes(bf16_t{}) : bytes(half_t{});
+  return q_dtype == FMHA_DTYPE_BF16 ? by_dtype(bf16_t{}) : by_dtype(half_t{});
 }
 #endif
 

@@ -66,9 +66,10 @@ fmha_status launch_row_pair_forward_bf16(const ForwardParams &params, int head_d
 #if FMHA_GPU_HAS_QUANT_STREAM
 // The streaming kernel for int4 / fp8 K/V (kernels/quant_stream_forward.cuh):
 // head-dim buckets 64 and 128, f16 / fp8 Q (_f16) or bf16 Q (_bf16), not
-// MLA. Its dynamic shared memory for the problem's format.
-int quant_stream_smem_bytes(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind,
-                            int32_t kv_quant_groups);
+// MLA. Its keys per warp tile, stages and dynamic shared memory for the
+// problem's format.
+ForwardTileInfo quant_stream_tile_info(int head_dim_bucket, int32_t q_dtype, int32_t kv_quant, int32_t kv_scale_kind,
+                                       int32_t kv_quant_groups);
 fmha_status launch_quant_stream_forward_f16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
                                             Stream stream, fmha_msg msg);
 fmha_status launch_quant_stream_forward_bf16(const ForwardParams &params, int head_dim_bucket, dim3 grid, int device,
