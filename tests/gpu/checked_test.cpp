@@ -210,7 +210,14 @@ TEST_P(CheckedMode, ReportsTheViolationAndSkipsOnlyTheBadSequences) {
   const PlanPtr unchecked_plan = make_plan(data->problem);
   std::optional<DeviceBuffer> workspace;
   if (!c.own_workspace) workspace.emplace(workspace_size(plan.get()));
-  const DeviceBuffer unchecked_workspace(workspace_size(unchecked_plan.get()));
+  // The unchecked run takes the same kind of workspace: on a plan's own
+  // the split's slots merge inside the forward kernel, on a caller's in
+  // the combine pass, and the two sum in another order (backends/gpu/
+  // forward.cu), so only like against like is bitwise (run 78 met a seed
+  // whose bf16 O differed).
+  std::optional<DeviceBuffer> unchecked_workspace;
+  if (!c.own_workspace && workspace_size(unchecked_plan.get()) > 0)
+    unchecked_workspace.emplace(workspace_size(unchecked_plan.get()));
   const DeviceBuffer *ws = workspace ? &*workspace : nullptr;
   void *const ws_ptr = ws != nullptr ? ws->get() : nullptr;
   const Stream stream;
@@ -224,8 +231,7 @@ TEST_P(CheckedMode, ReportsTheViolationAndSkipsOnlyTheBadSequences) {
                         attention_tolerance(spec.dtype, output_dtype(spec), ref.o)));
   EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(clean.lse), ref.lse));
   const Outputs unchecked =
-      run_once(*data, in, unchecked_plan.get(), unchecked_workspace.bytes() > 0 ? &unchecked_workspace : nullptr,
-               stream);
+      run_once(*data, in, unchecked_plan.get(), unchecked_workspace ? &*unchecked_workspace : nullptr, stream);
   EXPECT_TRUE(bitwise_equal(clean.o, unchecked.o)) << "a clean checked run must match the unchecked run";
   EXPECT_TRUE(bitwise_equal(clean.lse, unchecked.lse)) << "a clean checked run must match the unchecked run";
 
