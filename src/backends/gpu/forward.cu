@@ -697,7 +697,11 @@ ForwardTileInfo quant_stream_tile_info(int head_dim_bucket, int32_t q_dtype, int
     const auto by_format = [&](auto bucket) {
       constexpr int kBucket = decltype(bucket)::value;
       using kernels::StreamFormat;
-      // (kInt4RowChunks, picked at run time, has kInt4Row's tile.)
+      // kInt4RowChunks is picked at launch (kv_over16) and sized as kInt4Row.
+      static_assert(kernels::StreamTile<T, kBucket, StreamFormat::kInt4RowChunks, 2>::kSmemBytes ==
+                        kernels::StreamTile<T, kBucket, StreamFormat::kInt4Row, 2>::kSmemBytes &&
+                    kernels::StreamTile<T, kBucket, StreamFormat::kInt4RowChunks, 2>::kStages ==
+                        kernels::StreamTile<T, kBucket, StreamFormat::kInt4Row, 2>::kStages);
       switch (stream_format(kv_quant, kv_scale_kind, kv_quant_groups)) {
         case StreamFormat::kInt4:
           return of_tile(kernels::StreamTile<T, kBucket, StreamFormat::kInt4, 2>{});

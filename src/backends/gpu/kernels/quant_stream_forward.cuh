@@ -434,7 +434,8 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   }
   const int64_t seq_origin = sequence_key_origin(p.seq, piece.batch);
   const int64_t seq_outer = p.seq.kv_layout == FMHA_KV_GAPPY ? 0 : piece.batch;
-  // 16-byte copies need whole chunks of coefficient words too.
+  // 16-byte copies need whole chunks of coefficient words too (never so
+  // for int4 rows, one word each: their copy width is the kernel's, below).
   const bool copy16 = !Tile::kInt4Row && p.kv_copy16 != 0 && (!kInt4 || groups % 4 == 0);
   // int4 row (kv_over16: the views start and end on 16-byte boundaries and
   // keep a head's rows at one offset mod 16, forward.cu): a row's 16-byte
