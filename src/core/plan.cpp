@@ -49,6 +49,22 @@ void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data) {
   plan.merge_counters_capacity = data.merge_counters;
 }
 
+void *alloc_owned_workspace(const fmha_backend_v1 &backend, const fmha_plan_data &data) {
+  const int32_t device = data.device.device_id;
+  // Kept only on success: a failed alloc may leave anything in `workspace`.
+  void *workspace = nullptr;
+  BackendMessage alloc_message;
+  check_backend(backend.alloc(device, data.workspace_size, &workspace, alloc_message.msg()), alloc_message,
+                backend.name, cat("allocating the plan's ", data.workspace_size, "-byte workspace").c_str());
+  if ((data.problem.flags & FMHA_FLAG_CHECKED) && backend.zero != nullptr) {
+    BackendMessage zero_message;
+    const fmha_status zeroed = backend.zero(device, workspace, data.workspace_size, zero_message.msg());
+    if (zeroed != FMHA_STATUS_SUCCESS) backend.free(device, workspace);
+    check_backend(zeroed, zero_message, backend.name, "zeroing the checked plan's workspace");
+  }
+  return workspace;
+}
+
 std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &problem) {
   fmha_plan_data data;
   std::memset(&data, 0, sizeof(data));
@@ -90,12 +106,7 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
   plan->choice = schedule_choice;
   plan->config_source = source;
   if (data.workspace_size > 0 && !(data.problem.flags & FMHA_FLAG_EXTERNAL_WORKSPACE)) {
-    // Kept only on success: a failed alloc may leave anything in `workspace`.
-    void *workspace = nullptr;
-    BackendMessage alloc_message;
-    check_backend(table.alloc(choice.device_id, data.workspace_size, &workspace, alloc_message.msg()), alloc_message,
-                  table.name, cat("allocating the plan's ", data.workspace_size, "-byte workspace").c_str());
-    plan->owned_workspace = workspace;
+    plan->owned_workspace = alloc_owned_workspace(table, data);
     give_merge_counters(*plan, data);
   }
   return plan;

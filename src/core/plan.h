@@ -56,16 +56,22 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args);
 
 fmha_splitk_plan_info plan_info(fmha_splitk_plan_s &plan);
 
-// Plans `data` (problem, device and the expected lengths already in place)
-// with the partition `choice` (waves < 0: the heuristic; receives the
-// parameters used) through the core's schedule and the backend's plan().
-// Throws as plan creation does.
 // Gives `plan` zeroed merge counters for `data` (data.merge_counters of
 // them, kept if it has enough) where it owns a workspace and its backend
 // can zero memory. Throws as plan creation does; on failure the plan keeps
 // what it had.
 void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data);
 
+// Allocates a plan's own workspace of data.workspace_size bytes on
+// `backend`. A checked plan's is zeroed where the backend can: its status
+// may be read before any run, and must then read a clean record (not
+// uninitialised memory). Throws as plan creation does, allocating nothing.
+void *alloc_owned_workspace(const fmha_backend_v1 &backend, const fmha_plan_data &data);
+
+// Plans `data` (problem, device and the expected lengths already in place)
+// with the partition `choice` (waves < 0: the heuristic; receives the
+// parameters used) through the core's schedule and the backend's plan().
+// Throws as plan creation does.
 void plan_with_choice(fmha_plan_data &data, const fmha_backend_v1 &backend,
                       const std::vector<int32_t> &kv_seqlen_hint, ScheduleChoice &choice);
 

@@ -647,10 +647,7 @@ void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha
   // plan.data.workspace_size.
   if (best.data.workspace_size > 0 && !(problem.flags & FMHA_FLAG_EXTERNAL_WORKSPACE) &&
       (plan.owned_workspace == nullptr || best.data.workspace_size > plan.data.workspace_size)) {
-    void *grown = nullptr;
-    BackendMessage message;
-    check_backend(backend.alloc(device, best.data.workspace_size, &grown, message.msg()), message, backend.name,
-                  cat("allocating the plan's ", best.data.workspace_size, "-byte workspace").c_str());
+    void *grown = alloc_owned_workspace(backend, best.data);
     std::lock_guard<std::mutex> workspace_lock(plan.owned_workspace_lock);
     if (plan.owned_workspace != nullptr) backend.free(device, plan.owned_workspace);
     plan.owned_workspace = grown;
