@@ -158,6 +158,40 @@ TEST_F(Views, MergeCountersThatCannotBeZeroedFailThePlan) {
   ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
 }
 
+// A checked plan's own workspace is zeroed at creation (its status may be
+// read before any run: a clean record, not uninitialised memory); an
+// unchecked plan's is not (the test above: one zeroing, the counters).
+TEST_F(Views, CheckedPlansOwnWorkspaceIsZeroed) {
+  problem_.split_k = 2;
+  problem_.flags = FMHA_FLAG_CHECKED;
+  const int32_t zeroes_before = fake_record().zeroes;
+  const size_t bytes_before = fake_record().zeroed_bytes;
+  const fmha_fake_record &own = run(dense_args());
+  ASSERT_GT(own.plan.workspace_size, 0u);
+  EXPECT_EQ(own.zeroes, zeroes_before + 2);  // the workspace, then the merge counters
+  EXPECT_EQ(own.zeroed_bytes, bytes_before + own.plan.workspace_size + 3 * sizeof(uint32_t));
+  const auto *workspace = static_cast<const uint8_t *>(own.run.workspace);
+  ASSERT_NE(workspace, nullptr);
+  size_t nonzero = 0;
+  for (size_t i = 0; i < own.plan.workspace_size; ++i) nonzero += workspace[i] != 0;
+  EXPECT_EQ(nonzero, 0u);
+}
+
+// ... and a backend that cannot zero it fails plan creation with its status
+// and message.
+TEST_F(Views, CheckedWorkspaceThatCannotBeZeroedFailsThePlan) {
+  problem_.split_k = 2;
+  problem_.flags = FMHA_FLAG_CHECKED;
+  ASSERT_EQ(setenv("FMHA_FAKE_ZERO_FAILS", "1", 1), 0);
+  fmha_splitk_plan_t plan = nullptr;
+  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR,
+                    "zeroing the checked plan's workspace");
+  EXPECT_NE(std::string(fmha_last_error_message()).find("fake: memset of"), std::string::npos)
+      << fmha_last_error_message();
+  EXPECT_EQ(plan, nullptr);
+  ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
+}
+
 TEST_F(Views, FourDimFormsGetAGroupDimAndByteOffsetIsApplied) {
   fmha_splitk_args args = dense_args();
   args.q = device(dense_->q, {2, 1, 4, 64});
