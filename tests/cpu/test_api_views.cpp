@@ -64,6 +64,19 @@ class Views : public ::testing::Test {
     if (plan_ == nullptr) plan_ = make_plan(problem_);
     EXPECT_FMHA_ERROR(fmha_splitk_run(plan_, &args), FMHA_STATUS_INVALID_ARGUMENT, message);
   }
+  // Plan creation of the current problem with a backend whose memset fails
+  // (FMHA_FAKE_ZERO_FAILS): the backend's status, a message naming `what`
+  // was being zeroed and holding the backend's own (`backend_message`),
+  // and no plan.
+  void expect_zeroing_fails_the_plan(const char *what, const char *backend_message) {
+    ASSERT_EQ(setenv("FMHA_FAKE_ZERO_FAILS", "1", 1), 0);
+    fmha_splitk_plan_t plan = nullptr;
+    EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR, what);
+    EXPECT_NE(std::string(fmha_last_error_message()).find(backend_message), std::string::npos)
+        << fmha_last_error_message();
+    EXPECT_EQ(plan, nullptr);
+    ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
+  }
 
   struct Entry {
     DLTensor dl;
@@ -148,14 +161,7 @@ TEST_F(Views, MergeCountersGoOnlyToRunsOnThePlansWorkspace) {
 // status and message, and the plan (with its workspace) is not created.
 TEST_F(Views, MergeCountersThatCannotBeZeroedFailThePlan) {
   problem_.split_k = 2;
-  ASSERT_EQ(setenv("FMHA_FAKE_ZERO_FAILS", "1", 1), 0);
-  fmha_splitk_plan_t plan = nullptr;
-  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR,
-                    "zeroing the plan's merge counters");
-  EXPECT_NE(std::string(fmha_last_error_message()).find("fake: memset of 12 bytes failed"), std::string::npos)
-      << fmha_last_error_message();
-  EXPECT_EQ(plan, nullptr);
-  ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
+  expect_zeroing_fails_the_plan("zeroing the plan's merge counters", "fake: memset of 12 bytes failed");
 }
 
 // A checked plan's own workspace is zeroed at creation (its status may be
@@ -182,14 +188,7 @@ TEST_F(Views, CheckedPlansOwnWorkspaceIsZeroed) {
 TEST_F(Views, CheckedWorkspaceThatCannotBeZeroedFailsThePlan) {
   problem_.split_k = 2;
   problem_.flags = FMHA_FLAG_CHECKED;
-  ASSERT_EQ(setenv("FMHA_FAKE_ZERO_FAILS", "1", 1), 0);
-  fmha_splitk_plan_t plan = nullptr;
-  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR,
-                    "zeroing the checked plan's workspace");
-  EXPECT_NE(std::string(fmha_last_error_message()).find("fake: memset of"), std::string::npos)
-      << fmha_last_error_message();
-  EXPECT_EQ(plan, nullptr);
-  ASSERT_EQ(unsetenv("FMHA_FAKE_ZERO_FAILS"), 0);
+  expect_zeroing_fails_the_plan("zeroing the checked plan's workspace", "fake: memset of");
 }
 
 TEST_F(Views, FourDimFormsGetAGroupDimAndByteOffsetIsApplied) {
