@@ -439,8 +439,8 @@ typedef struct fmha_splitk_args {
    *  G). Chunks with no valid key hold -inf. */
   const DLTensor *lse_partial;
   /** Workspace of at least fmha_splitk_plan_workspace_size() bytes on the
-   *  plan's device, 256-byte aligned; NULL uses memory the plan owns (then
-   *  at most one run at a time per plan; not with
+   *  plan's device, 256-byte aligned; NULL uses memory the plan owns (runs
+   *  on it are serialised: see fmha_splitk_run(); not with
    *  FMHA_FLAG_EXTERNAL_WORKSPACE). Contents need not be initialised and
    *  are garbage afterwards. On the CUDA backend a split run on the plan's
    *  own memory may merge its partial results inside the forward kernel
@@ -722,7 +722,14 @@ FMHA_SPLITK_EXPORT fmha_status fmha_splitk_get_plan_info(
  *         tensor and the values); INSUFFICIENT_WORKSPACE; NOT_SUPPORTED;
  *         DEVICE_ERROR (launch failure, with the driver's message).
  * Thread safety: one plan may be run from several threads at once, each with
- * its own workspace (a NULL workspace serialises on the plan's own).
+ * its own workspace. Runs on the plan's own workspace (NULL) from any
+ * threads and streams are serialised: on the GPU, each waits on the device
+ * for the one before it unless both were queued on the same stream. A run
+ * captured into a CUDA/HIP graph takes no part in that order (a capture
+ * cannot wait for work outside it): replays of one graph run one after
+ * another, but keep them from overlapping other runs on the plan's own
+ * workspace (other graphs, eager runs on other streams) yourself, or give
+ * the captured run a workspace of its own.
  */
 FMHA_SPLITK_EXPORT fmha_status fmha_splitk_run(fmha_splitk_plan_t plan,
                                                const fmha_splitk_args *args);

@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define FMHA_BACKEND_API_VERSION 2u
+#define FMHA_BACKEND_API_VERSION 3u
 
 /** Largest rank of a canonical view. */
 #define FMHA_MAX_VIEW_RANK 6
@@ -188,6 +188,13 @@ typedef struct fmha_run_views {
    *  runs on the plan's own workspace (one run at a time per plan). */
   void *merge_counters;
   void *stream;
+  /** The plan's run order (from order_create), given to runs on its own
+   *  workspace: such a run must not start on the device before the
+   *  previous one (perhaps on another stream) has finished, since they
+   *  share the workspace and the counters. The core calls run() for them
+   *  one at a time. NULL: nothing to order (a caller's workspace, or a
+   *  backend that computes before run() returns). */
+  void *run_order;
 } fmha_run_views;
 
 /**
@@ -279,6 +286,13 @@ typedef struct fmha_backend_v1 {
    *  (plan creation: the plan's merge counters). NULL: the core gives the
    *  backend no merge counters. */
   fmha_status (*zero)(int32_t device_id, void *ptr, size_t bytes, fmha_msg msg);
+  /** Creates the object that orders a plan's runs on its own workspace on
+   *  the device (fmha_run_views.run_order), for a plan on `device_id`.
+   *  NULL: the backend's runs finish before run() returns (nothing to
+   *  order). */
+  fmha_status (*order_create)(int32_t device_id, void **order, fmha_msg msg);
+  /** Releases an object from order_create (never NULL). */
+  void (*order_destroy)(int32_t device_id, void *order);
 } fmha_backend_v1;
 
 typedef int32_t (*fmha_backend_score_fn)(void);

@@ -25,6 +25,7 @@ constexpr uintptr_t kWorkspaceAlignment = 256;
 fmha_splitk_plan_s::~fmha_splitk_plan_s() {
   if (owned_workspace != nullptr) backend.free(data.device.device_id, owned_workspace);
   if (merge_counters != nullptr) backend.free(data.device.device_id, merge_counters);
+  if (run_order != nullptr) backend.order_destroy(data.device.device_id, run_order);
 }
 
 namespace fmha::core {
@@ -47,6 +48,16 @@ void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data) {
   if (plan.merge_counters != nullptr) backend.free(data.device.device_id, plan.merge_counters);
   plan.merge_counters = counters;
   plan.merge_counters_capacity = data.merge_counters;
+}
+
+void give_run_order(fmha_splitk_plan_s &plan) {
+  const fmha_backend_v1 &backend = plan.backend;
+  if (plan.run_order != nullptr || plan.owned_workspace == nullptr || backend.order_create == nullptr) return;
+  void *order = nullptr;
+  BackendMessage message;
+  check_backend(backend.order_create(plan.data.device.device_id, &order, message.msg()), message, backend.name,
+                "creating the order of the runs on the plan's own workspace");
+  plan.run_order = order;
 }
 
 void *alloc_owned_workspace(const fmha_backend_v1 &backend, const fmha_plan_data &data) {
@@ -108,6 +119,7 @@ std::unique_ptr<fmha_splitk_plan_s> create_plan(const fmha_splitk_problem &probl
   if (data.workspace_size > 0 && !(data.problem.flags & FMHA_FLAG_EXTERNAL_WORKSPACE)) {
     plan->owned_workspace = alloc_owned_workspace(table, data);
     give_merge_counters(*plan, data);
+    give_run_order(*plan);
   }
   return plan;
 }
@@ -140,6 +152,8 @@ void run_plan(fmha_splitk_plan_s &plan, const fmha_splitk_args &args) {
     // counters, zero between runs, are this run's.
     if (plan.data.merge_counters > 0 && plan.merge_counters_capacity >= plan.data.merge_counters)
       views.merge_counters = plan.merge_counters;
+    // ... and on the device the previous one's work comes first.
+    views.run_order = plan.run_order;
   } else {
     if (args.workspace_size < plan.data.workspace_size)
       fail(FMHA_STATUS_INSUFFICIENT_WORKSPACE,

@@ -40,6 +40,11 @@ struct fmha_splitk_plan_s {
   // needs none, owns no workspace or the backend cannot zero memory.
   void *merge_counters = nullptr;
   int64_t merge_counters_capacity = 0;
+  // Orders the runs on the owned workspace on the device (the lock orders
+  // only their launches, and runs on different streams would overlap);
+  // NULL when the plan owns no workspace or its backend computes before a
+  // run returns.
+  void *run_order = nullptr;
   // Guards `candidates` (computed on first use by the config queries).
   std::mutex tuning_lock;
   std::vector<fmha::core::Candidate> candidates;
@@ -61,6 +66,11 @@ fmha_splitk_plan_info plan_info(fmha_splitk_plan_s &plan);
 // can zero memory. Throws as plan creation does; on failure the plan keeps
 // what it had.
 void give_merge_counters(fmha_splitk_plan_s &plan, const fmha_plan_data &data);
+
+// Gives `plan`, which owns a workspace, the backend's run order for it
+// (once; none where the backend has no order_create). Throws as plan
+// creation does; on failure the plan has none.
+void give_run_order(fmha_splitk_plan_s &plan);
 
 // Allocates a plan's own workspace of data.workspace_size bytes on
 // `backend`. A checked plan's is zeroed where the backend can: its status

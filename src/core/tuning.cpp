@@ -654,6 +654,8 @@ void autotune(fmha_splitk_plan_s &plan, const fmha_splitk_args &args, const fmha
   }
   // ... and its merge counters (zero, as the runs on it leave them).
   if (plan.owned_workspace != nullptr) give_merge_counters(plan, best.data);
+  // A plan that had no workspace of its own until now has no run order yet.
+  give_run_order(plan);
   {
     std::lock_guard<std::mutex> workspace_lock(plan.owned_workspace_lock);
     plan.data = best.data;

@@ -157,6 +157,49 @@ TEST_F(Views, MergeCountersGoOnlyToRunsOnThePlansWorkspace) {
   EXPECT_EQ(unsplit.run.merge_counters, nullptr);
 }
 
+// A plan that owns a workspace gets a run order from its backend, given
+// only to runs on that workspace (so that the backend orders them on the
+// device) and destroyed with the plan; a plan without a workspace of its
+// own gets none.
+TEST_F(Views, RunOrderGoesOnlyToRunsOnThePlansWorkspace) {
+  problem_.split_k = 2;
+  const int32_t created_before = fake_record().orders_created;
+  const int32_t destroyed_before = fake_record().orders_destroyed;
+  fmha_splitk_args args = dense_args();
+  const fmha_fake_record &own = run(args);
+  EXPECT_EQ(own.orders_created, created_before + 1);
+  EXPECT_NE(own.run.run_order, nullptr);
+  const void *order = own.run.run_order;
+  EXPECT_EQ(run(args).run.run_order, order);  // the same order for every run
+
+  const size_t bytes = (own.plan.workspace_size + 255) / 256 * 256;
+  std::unique_ptr<void, void (*)(void *)> workspace(std::aligned_alloc(256, bytes), std::free);
+  args.workspace = workspace.get();
+  args.workspace_size = bytes;
+  EXPECT_EQ(run(args).run.run_order, nullptr);
+  fmha_splitk_destroy_plan(plan_);
+  plan_ = nullptr;
+  EXPECT_EQ(fake_record().orders_destroyed, destroyed_before + 1);
+
+  problem_.flags = FMHA_FLAG_EXTERNAL_WORKSPACE;
+  EXPECT_EQ(run(args).run.run_order, nullptr);
+  EXPECT_EQ(fake_record().orders_created, created_before + 1);
+}
+
+// A backend that cannot create the order fails plan creation with its
+// status and message, and no plan is created.
+TEST_F(Views, RunOrderThatCannotBeCreatedFailsThePlan) {
+  problem_.split_k = 2;
+  ASSERT_EQ(setenv("FMHA_FAKE_ORDER_FAILS", "1", 1), 0);
+  fmha_splitk_plan_t plan = nullptr;
+  EXPECT_FMHA_ERROR(fmha_splitk_create_plan(&problem_, &plan), FMHA_STATUS_DEVICE_ERROR,
+                    "creating the order of the runs on the plan's own workspace");
+  EXPECT_NE(std::string(fmha_last_error_message()).find("fake: event creation failed"), std::string::npos)
+      << fmha_last_error_message();
+  EXPECT_EQ(plan, nullptr);
+  ASSERT_EQ(unsetenv("FMHA_FAKE_ORDER_FAILS"), 0);
+}
+
 // A backend that cannot zero the counters fails plan creation with its
 // status and message, and the plan (with its workspace) is not created.
 TEST_F(Views, MergeCountersThatCannotBeZeroedFailThePlan) {

@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -215,6 +217,127 @@ TEST(CudaThreads, OnePlanManyThreadsOwnWorkspaces) {
 TEST(CudaThreads, OnePlanManyThreadsPlanOwnedWorkspace) {
   FMHA_SKIP_WITHOUT_CUDA();
   run_from_threads(true);
+}
+
+// Holds a stream back (a host function queued on it) until released; the
+// destructor releases it, so that no failing check leaves a stream stuck.
+class StreamGate {
+ public:
+  explicit StreamGate(cudaStream_t stream) {
+    cuda_check(cudaLaunchHostFunc(stream, &StreamGate::wait, &open_), "cudaLaunchHostFunc");
+  }
+  ~StreamGate() { open(); }
+  StreamGate(const StreamGate &) = delete;
+  StreamGate &operator=(const StreamGate &) = delete;
+  void open() { open_.store(true); }
+
+ private:
+  static void CUDART_CB wait(void *flag) {
+    while (!static_cast<std::atomic<bool> *>(flag)->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::atomic<bool> open_{false};
+};
+
+// Runs on the plan's own workspace are ordered on the device, not only
+// launched in order: with stream A held back before its run, a run queued
+// next on stream B (otherwise idle) must wait for A's run, whose partial
+// slots and merge counters it would share. Without the order B's run would
+// finish first (the race that OnePlanManyThreadsPlanOwnedWorkspace meets
+// by chance). Both results equal the oracle's and each other's.
+TEST(CudaThreads, OwnWorkspaceRunWaitsForThePreviousRunOnAnotherStream) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  const AttentionCase spec = threaded_case();
+  SCOPED_TRACE(spec.describe());
+  Device &device = device_under_test();
+  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
+  const DeviceInputs in = upload_inputs(*data);
+  const PlanPtr plan = make_plan(data->problem);
+  ASSERT_GT(workspace_size(plan.get()), 0u) << "the case must split to share a workspace";
+  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
+
+  Tensor o[2] = {data->make_o(), data->make_o()};
+  Tensor lse[2] = {data->make_lse(), data->make_lse()};
+  const DeviceTensor o_dev[2] = {device.upload(o[0]), device.upload(o[1])};
+  const DeviceTensor lse_dev[2] = {device.upload(lse[0]), device.upload(lse[1])};
+  const Stream streams[2];
+  for (int i = 0; i < 2; ++i) {
+    poison_async(o_dev[i], streams[i].get());
+    poison_async(lse_dev[i], streams[i].get());
+    streams[i].synchronize();
+  }
+  {
+    StreamGate gate(streams[0].get());
+    for (int i = 0; i < 2; ++i) {
+      const fmha_splitk_args args = run_args(in, o_dev[i], &lse_dev[i], nullptr, 0, streams[i].get());
+      fmha_check(fmha_splitk_run(plan.get(), &args), "fmha_splitk_run");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(cudaStreamQuery(streams[1].get()), cudaErrorNotReady)
+        << "the run on stream B finished while the one before it on stream A had not started";
+    (void)cudaGetLastError();
+    gate.open();
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("stream " + std::to_string(i));
+    copy_to_host(o_dev[i], o[i], streams[i].get());
+    copy_to_host(lse_dev[i], lse[i], streams[i].get());
+    EXPECT_TRUE(
+        o_matches(fmha_oracle::to_doubles(o[i]), ref, attention_tolerance(spec.dtype, output_dtype(spec), ref.o)));
+    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse[i]), ref.lse));
+  }
+  EXPECT_TRUE(bitwise_equal(o[0], o[1]));
+  EXPECT_TRUE(bitwise_equal(lse[0], lse[1]));
+}
+
+// A capture may not wait for an event recorded outside it: a run on the
+// plan's own workspace captured on another stream than the plan's last
+// eager run is captured without the order, and its replays (one after
+// another on that stream) and the eager runs around them are correct.
+TEST(CudaThreads, OwnWorkspaceRunCapturedOnAnotherStream) {
+  FMHA_SKIP_WITHOUT_CUDA();
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  const AttentionCase spec = threaded_case();
+  SCOPED_TRACE(spec.describe());
+  Device &device = device_under_test();
+  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
+  const DeviceInputs in = upload_inputs(*data);
+  const PlanPtr plan = make_plan(data->problem);
+  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
+  const double tolerance = attention_tolerance(spec.dtype, output_dtype(spec), ref.o);
+
+  Tensor o = data->make_o(), lse = data->make_lse();
+  const DeviceTensor o_dev = device.upload(o), lse_dev = device.upload(lse);
+  const Stream eager, captured;
+  const fmha_splitk_args eager_args = run_args(in, o_dev, &lse_dev, nullptr, 0, eager.get());
+  const fmha_splitk_args captured_args = run_args(in, o_dev, &lse_dev, nullptr, 0, captured.get());
+  const auto check = [&](const char *what, cudaStream_t stream) {
+    SCOPED_TRACE(what);
+    copy_to_host(o_dev, o, stream);
+    copy_to_host(lse_dev, lse, stream);
+    EXPECT_TRUE(o_matches(fmha_oracle::to_doubles(o), ref, tolerance));
+    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse), ref.lse));
+  };
+
+  poison_async(o_dev, eager.get());
+  poison_async(lse_dev, eager.get());
+  fmha_check(fmha_splitk_run(plan.get(), &eager_args), "fmha_splitk_run (eager)");
+  check("eager run", eager.get());
+  GraphExec graph;
+  graph.capture(captured.get(),
+                [&] { fmha_check(fmha_splitk_run(plan.get(), &captured_args), "fmha_splitk_run (captured)"); });
+  for (int replay = 0; replay < 3; ++replay) {
+    poison_async(o_dev, captured.get());
+    poison_async(lse_dev, captured.get());
+    graph.launch(captured.get());
+    check("replay", captured.get());
+  }
+  poison_async(o_dev, eager.get());
+  poison_async(lse_dev, eager.get());
+  fmha_check(fmha_splitk_run(plan.get(), &eager_args), "fmha_splitk_run (eager, after the replays)");
+  check("eager run after the replays", eager.get());
 }
 
 }  // namespace

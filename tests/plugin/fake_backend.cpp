@@ -90,6 +90,25 @@ fmha_status zero(int32_t, void *ptr, size_t bytes, fmha_msg msg) {
   return FMHA_STATUS_SUCCESS;
 }
 
+// A run order is a counter of the runs it was given (the fake computes
+// nothing, so there is nothing to order). FMHA_FAKE_ORDER_FAILS=1 makes
+// its creation fail as a device would.
+fmha_status order_create(int32_t, void **order, fmha_msg msg) {
+  if (const char *fail = std::getenv("FMHA_FAKE_ORDER_FAILS"); fail != nullptr && fail[0] == '1') {
+    std::snprintf(msg.text, msg.capacity, "fake: event creation failed");
+    return FMHA_STATUS_DEVICE_ERROR;
+  }
+  *order = std::calloc(1, sizeof(int32_t));
+  if (*order == nullptr) return FMHA_STATUS_OUT_OF_MEMORY;
+  ++record.orders_created;
+  return FMHA_STATUS_SUCCESS;
+}
+
+void order_destroy(int32_t, void *order) {
+  std::free(order);
+  ++record.orders_destroyed;
+}
+
 const fmha_backend_v1 table = {FAKE_API_VERSION,
                                sizeof(fmha_backend_v1),
                                FMHA_BACKEND_HIP,
@@ -106,7 +125,9 @@ const fmha_backend_v1 table = {FAKE_API_VERSION,
                                nullptr,
                                nullptr,  // time_run: autotune answers NOT_SUPPORTED
                                nullptr,  // copy_to_host
-                               zero};
+                               zero,
+                               order_create,
+                               order_destroy};
 
 }  // namespace
 

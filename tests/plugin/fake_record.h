@@ -15,6 +15,8 @@ typedef struct fmha_fake_record {
   int32_t merge_backwards;
   int32_t zeroes;      /* calls of the zero entry (plan creation: merge counters) */
   size_t zeroed_bytes; /* bytes they zeroed */
+  int32_t orders_created;   /* run orders created (plans owning a workspace) */
+  int32_t orders_destroyed; /* ... and destroyed */
   fmha_plan_data plan;
   fmha_run_views run;
   fmha_merge_views merge;

@@ -162,6 +162,8 @@ const fmha_backend_v1 *backend_table() {
       time_run,
       copy_to_host,
       nullptr,  // no merge counters: CPU plans merge in their own pass
+      nullptr,  // no run order: a run computes before it returns
+      nullptr,
   };
   return &table;
 }

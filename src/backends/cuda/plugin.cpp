@@ -94,6 +94,8 @@ fmha_backend_v1 make_table() {
   table.time_run = gpu::time_run_entry<gpu::run_entry>;
   table.copy_to_host = gpu::copy_to_host_entry;
   table.zero = gpu::zero_entry;
+  table.order_create = gpu::order_create_entry;
+  table.order_destroy = gpu::order_destroy_entry;
   return table;
 }
 

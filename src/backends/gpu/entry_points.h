@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
+#include <thread>
 
 #include "backends/gpu/forward.h"
 #include "backends/gpu/merge.h"
@@ -72,12 +74,81 @@ inline fmha_status merge_backward_entry(const fmha_merge_backward_views *views, 
   return merge_backward(*views, static_cast<Stream>(views->stream), msg);
 }
 
-// The forward pass on the plan's device, on the caller's stream.
+// Orders the runs of one plan on its own workspace on the device
+// (fmha_run_views.run_order): they share its partial slots and merge
+// counters, and the core's lock orders only their launches. Each such run
+// first waits for the event that the previous one recorded behind its
+// work, unless it is queued where that one was (the same stream handle
+// from the same thread: stream order holds), then records the event
+// itself. The core calls run() for them one at a time, so the fields need
+// no lock.
+//
+// A run being captured into a graph neither waits nor records: a capture
+// may not wait on an event recorded outside it, and an event recorded
+// inside one may not be waited on outside it. Replays of one graph run one
+// after another; a replay is not ordered against runs of the same plan on
+// its own workspace outside that graph (fmha_splitk_run says so).
+struct RunOrder {
+  Event done = nullptr;     // recorded behind the last ordered run's work
+  bool recorded = false;    // `done` has been recorded
+  Stream stream = nullptr;  // where that run was queued ...
+  std::thread::id thread;   // ... and from which thread
+};
+
+inline fmha_status order_create_entry(int32_t device_id, void **order, fmha_msg msg) {
+  ScopedDevice device;
+  const fmha_status st = device.enter(device_id, msg);
+  if (st != FMHA_STATUS_SUCCESS) return st;
+  auto *created = new (std::nothrow) RunOrder;
+  if (created == nullptr) {
+    write_msg(msg, "%s: out of host memory for a run order", kVendorName);
+    return FMHA_STATUS_OUT_OF_MEMORY;
+  }
+  const Error err = event_create_untimed(&created->done);
+  if (err != kSuccess) {
+    delete created;
+    FMHA_GPU_CHECK(err, msg);
+  }
+  *order = created;
+  return FMHA_STATUS_SUCCESS;
+}
+
+inline void order_destroy_entry(int32_t device_id, void *order) {
+  auto *destroyed = static_cast<RunOrder *>(order);
+  // As free_entry: nothing to report to, and no error left behind. An
+  // event still pending is released once it completes.
+  const fmha_msg no_msg{nullptr, 0};
+  ScopedDevice device;
+  if (device.enter(device_id, no_msg) == FMHA_STATUS_SUCCESS && event_destroy(destroyed->done) != kSuccess)
+    (void)take_last_error();
+  delete destroyed;
+}
+
+// The forward pass on the plan's device, on the caller's stream (behind
+// the plan's previous run on its own workspace, for a run on it).
 inline fmha_status run_entry(const fmha_plan_data *plan, const fmha_run_views *views, fmha_msg msg) {
   ScopedDevice device;
-  const fmha_status st = device.enter(plan->device.device_id, msg);
+  fmha_status st = device.enter(plan->device.device_id, msg);
   if (st != FMHA_STATUS_SUCCESS) return st;
-  return run_forward(*plan, *views, static_cast<Stream>(views->stream), msg);
+  const Stream stream = static_cast<Stream>(views->stream);
+  auto *order = static_cast<RunOrder *>(views->run_order);
+  bool capturing = false;
+  if (order != nullptr) FMHA_GPU_CHECK(stream_is_capturing(stream, &capturing), msg);
+  const bool ordered = order != nullptr && !capturing;
+  const std::thread::id thread = std::this_thread::get_id();
+  if (ordered && order->recorded) {
+    // The NULL and per-thread handles name a different stream on each thread.
+    const bool shared_handle = stream == nullptr || stream == kPerThreadStream;
+    const bool same_queue = stream == order->stream && (!shared_handle || thread == order->thread);
+    if (!same_queue) FMHA_GPU_CHECK(stream_wait_event(stream, order->done), msg);
+  }
+  st = run_forward(*plan, *views, stream, msg);
+  if (st != FMHA_STATUS_SUCCESS || !ordered) return st;
+  FMHA_GPU_CHECK(event_record(order->done, stream), msg);
+  order->recorded = true;
+  order->stream = stream;
+  order->thread = thread;
+  return FMHA_STATUS_SUCCESS;
 }
 
 // The outcome of a checked run (FMHA_FLAG_CHECKED), read from the workspace.

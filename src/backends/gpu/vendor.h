@@ -13,6 +13,8 @@
 //   Event, driver_version, l2_cache_bytes, event_*, memset_async,
 //   copy_to_host_async, stream_synchronize
 //                                   what autotuning's timing needs
+//   event_create_untimed, stream_wait_event, stream_is_capturing
+//                                   what orders runs on a plan's workspace
 //   max_shared_memory_per_block, allow_kernel_shared_memory
 //                                   the forward kernels' shared memory
 //   kMaxKernelParamBytes            largest kernel parameter block

@@ -114,6 +114,8 @@ fmha_backend_v1 make_table() {
   table.time_run = fmha::gpu::time_run_entry<fmha::gpu::run_entry>;
   table.copy_to_host = fmha::gpu::copy_to_host_entry;
   table.zero = fmha::gpu::zero_entry;
+  table.order_create = fmha::gpu::order_create_entry;
+  table.order_destroy = fmha::gpu::order_destroy_entry;
   return table;
 }
 

@@ -71,6 +71,18 @@ inline Error copy_to_host_async(void *dst, const void *src, size_t bytes, Stream
 }
 inline Error stream_synchronize(Stream stream) { return cudaStreamSynchronize(stream); }
 
+// What orders a plan's runs on its own workspace: an event without timing
+// (cheaper to record), a stream's wait for it, and whether a stream is
+// being captured into a graph.
+inline Error event_create_untimed(Event *event) { return cudaEventCreateWithFlags(event, cudaEventDisableTiming); }
+inline Error stream_wait_event(Stream stream, Event event) { return cudaStreamWaitEvent(stream, event, 0); }
+inline Error stream_is_capturing(Stream stream, bool *capturing) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const Error err = cudaStreamIsCapturing(stream, &status);
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return err;
+}
+
 // The device that owns the memory at `ptr`, or -1 for memory no device
 // owns (pinned host memory, or system memory that HMM / ATS systems such as
 // Grace Hopper let kernels read).

@@ -82,6 +82,16 @@ inline Error copy_to_host_async(void *dst, const void *src, size_t bytes, Stream
 }
 inline Error stream_synchronize(Stream stream) { return hipStreamSynchronize(stream); }
 
+// What orders a plan's runs on its own workspace (as in cuda.h).
+inline Error event_create_untimed(Event *event) { return hipEventCreateWithFlags(event, hipEventDisableTiming); }
+inline Error stream_wait_event(Stream stream, Event event) { return hipStreamWaitEvent(stream, event, 0); }
+inline Error stream_is_capturing(Stream stream, bool *capturing) {
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  const Error err = hipStreamIsCapturing(stream, &status);
+  *capturing = status != hipStreamCaptureStatusNone;
+  return err;
+}
+
 // The device that owns the memory at `ptr`, or -1 for host memory.
 inline Error memory_device(const void *ptr, int *device) {
   hipPointerAttribute_t attributes{};
