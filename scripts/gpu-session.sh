@@ -13,6 +13,10 @@
 #                    $OUT/h200.json + .png (named so whatever the GPU), the
 #                    raw JSON as $OUT/{ours,peers,mla}-COMMIT.json, and
 #                    bench/timeline.py on three small problems
+#   mla NAME         bench/mla_bench.py of NAME ($MLA_FLAGS, e.g. --fp8), its
+#                    JSON kept in the logs; repeat the step to interleave
+#                    builds, and end with mla_table for the times side by
+#                    side (each run's time per problem)
 #   ncu NAME PROBLEM `ncu --set full` of NAME's forward kernel on one grid
 #                    problem (bench --only, one launch after warm-up):
 #                    details page and the SASS source page (per-instruction
@@ -82,6 +86,30 @@ grid() {
   )
 }
 
+mla_runs=0
+mla() {
+  unpack "$1"
+  local d=$PWD/build-$1
+  mla_runs=$((mla_runs + 1))
+  # MLA_FLAGS is a list of flags: split on purpose.
+  # shellcheck disable=SC2086
+  LD_LIBRARY_PATH=$d/lib FMHA_SPLITK_LIBRARY=$d/lib/libfmha_splitk.so PYTHONPATH=$PWD/python timeout 200 \
+    python3 bench/mla_bench.py ${MLA_FLAGS:-} --out "$LOGS/mla-$mla_runs-$1.json" > "$LOGS/mla-$mla_runs-$1.log" 2>&1
+  echo "mla $1 (run $mla_runs): rc $? ($(elapsed))"
+}
+
+mla_table() {
+  python3 - "$LOGS" <<'PY'
+import glob, json, os, sys
+runs = sorted(glob.glob(os.path.join(sys.argv[1], "mla-*.json")), key=lambda f: int(os.path.basename(f).split("-")[1]))
+tables = [(os.path.basename(f)[4:-5], {p["name"]: p["time_us"] for p in json.load(open(f))["problems"]}) for f in runs]
+if tables:
+    print(f"{'problem':28s}" + "".join(f"{label:>16s}" for label, _ in tables))
+    for name in tables[0][1]:
+        print(f"{name:28s}" + "".join(f"{t.get(name, float('nan')):16.1f}" for _, t in tables))
+PY
+}
+
 ncu_step() {
   unpack "$1"
   local d=$PWD/build-$1 rep=$LOGS/ncu-$1-$2
@@ -103,6 +131,8 @@ while [[ $# -gt 0 ]]; do
     problems) PROBLEMS=$2; shift 2 ;;
     grid) grid "$2"; shift 2 ;;
     ncu) ncu_step "$2" "$3"; shift 3 ;;
+    mla) mla "$2"; shift 2 ;;
+    mla_table) mla_table; shift ;;
     *) echo "gpu-session.sh: unknown step '$1'" >&2; exit 2 ;;
   esac
 done
