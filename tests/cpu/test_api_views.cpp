@@ -60,6 +60,14 @@ class Views : public ::testing::Test {
     EXPECT_FMHA_OK(fmha_splitk_run(plan_, &args));
     return fake_record();
   }
+  // Gives `args` a caller's workspace of at least `bytes` (kept until the
+  // test ends), so that its runs leave the plan's own workspace alone.
+  void give_caller_workspace(fmha_splitk_args &args, size_t bytes) {
+    const size_t rounded = (bytes + 255) / 256 * 256;
+    workspaces_.emplace_back(std::aligned_alloc(256, rounded), std::free);
+    args.workspace = workspaces_.back().get();
+    args.workspace_size = rounded;
+  }
   void expect_run_error(const fmha_splitk_args &args, const char *message) {
     if (plan_ == nullptr) plan_ = make_plan(problem_);
     EXPECT_FMHA_ERROR(fmha_splitk_run(plan_, &args), FMHA_STATUS_INVALID_ARGUMENT, message);
@@ -87,6 +95,7 @@ class Views : public ::testing::Test {
   std::unique_ptr<DenseTensors> dense_;
   std::vector<std::unique_ptr<Entry>> entries_;
   std::vector<std::unique_ptr<Tensor>> tensors_;
+  std::vector<std::unique_ptr<void, void (*)(void *)>> workspaces_;
 };
 
 void expect_view(const fmha_view &view, int32_t elem, std::vector<int64_t> shape, std::vector<int64_t> stride) {
@@ -132,10 +141,7 @@ TEST_F(Views, MergeCountersGoOnlyToRunsOnThePlansWorkspace) {
   EXPECT_EQ(counters[0] | counters[1] | counters[2], 0u);
   EXPECT_EQ(own.run.workspace_size, own.plan.workspace_size);
 
-  const size_t bytes = (own.plan.workspace_size + 255) / 256 * 256;
-  std::unique_ptr<void, void (*)(void *)> workspace(std::aligned_alloc(256, bytes), std::free);
-  args.workspace = workspace.get();
-  args.workspace_size = bytes;
+  give_caller_workspace(args, own.plan.workspace_size);
   EXPECT_EQ(run(args).run.merge_counters, nullptr);
 
   // Without a workspace of its own a plan has no counters either.
@@ -172,10 +178,7 @@ TEST_F(Views, RunOrderGoesOnlyToRunsOnThePlansWorkspace) {
   const void *order = own.run.run_order;
   EXPECT_EQ(run(args).run.run_order, order);  // the same order for every run
 
-  const size_t bytes = (own.plan.workspace_size + 255) / 256 * 256;
-  std::unique_ptr<void, void (*)(void *)> workspace(std::aligned_alloc(256, bytes), std::free);
-  args.workspace = workspace.get();
-  args.workspace_size = bytes;
+  give_caller_workspace(args, own.plan.workspace_size);
   EXPECT_EQ(run(args).run.run_order, nullptr);
   fmha_splitk_destroy_plan(plan_);
   plan_ = nullptr;

@@ -139,35 +139,46 @@ AttentionCase threaded_case() {
   return c;
 }
 
+// What each threaded test starts from: threaded_case() on fresh data, its
+// inputs on the device, its plan and the oracle's output.
+struct ThreadedSetup {
+  explicit ThreadedSetup(uint64_t seed)
+      : data(build_attention(spec, seed)),
+        in(upload_inputs(*data)),
+        plan(make_plan(data->problem)),
+        ref(fmha_oracle::AttentionOracle(data->oracle_inputs()).forward()) {}
+  const AttentionCase spec = threaded_case();
+  const std::unique_ptr<AttentionData> data;
+  const DeviceInputs in;
+  const PlanPtr plan;
+  const fmha_oracle::AttentionOutput ref;
+};
+
 // Runs one plan from kThreads threads, each on its own stream with its own
 // outputs (and its own workspace unless `owned_workspace`), and compares
 // every thread's result with a serial run of the same plan.
 void run_from_threads(bool owned_workspace) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const AttentionCase spec = threaded_case();
-  SCOPED_TRACE(spec.describe());
+  const ThreadedSetup setup(seed);
+  SCOPED_TRACE(setup.spec.describe());
   Device &device = device_under_test();
-  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
-  const DeviceInputs in = upload_inputs(*data);
-  const PlanPtr plan = make_plan(data->problem);
-  const size_t ws_bytes = workspace_size(plan.get());
+  const size_t ws_bytes = workspace_size(setup.plan.get());
 
   // The serial reference, itself checked against the oracle.
-  Tensor serial_o = data->make_o(), serial_lse = data->make_lse();
+  Tensor serial_o = setup.data->make_o(), serial_lse = setup.data->make_lse();
   {
     const DeviceTensor o_dev = device.upload(serial_o), lse_dev = device.upload(serial_lse);
     const DeviceBuffer workspace(owned_workspace ? 0 : ws_bytes);
     const Stream stream;
-    const fmha_splitk_args args = run_args(in, o_dev, &lse_dev, workspace.get(), ws_bytes, stream.get());
-    fmha_check(fmha_splitk_run(plan.get(), &args), "fmha_splitk_run (serial)");
+    const fmha_splitk_args args = run_args(setup.in, o_dev, &lse_dev, workspace.get(), ws_bytes, stream.get());
+    fmha_check(fmha_splitk_run(setup.plan.get(), &args), "fmha_splitk_run (serial)");
     copy_to_host(o_dev, serial_o, stream.get());
     copy_to_host(lse_dev, serial_lse, stream.get());
   }
-  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
-  ASSERT_TRUE(o_matches(fmha_oracle::to_doubles(serial_o), ref,
-                        attention_tolerance(spec.dtype, output_dtype(spec), ref.o)));
-  ASSERT_TRUE(lse_matches(fmha_oracle::to_doubles(serial_lse), ref.lse));
+  ASSERT_TRUE(o_matches(fmha_oracle::to_doubles(serial_o), setup.ref,
+                        attention_tolerance(setup.spec.dtype, output_dtype(setup.spec), setup.ref.o)));
+  ASSERT_TRUE(lse_matches(fmha_oracle::to_doubles(serial_lse), setup.ref.lse));
 
   // Everything a thread uses is allocated here, so the threads make only
   // the calls under test (and their own stream-ordered copies).
@@ -176,8 +187,8 @@ void run_from_threads(bool owned_workspace) {
   std::vector<std::unique_ptr<DeviceBuffer>> workspaces;
   std::vector<std::unique_ptr<Stream>> streams;
   for (int t = 0; t < kThreads; ++t) {
-    results[t].o = data->make_o();
-    results[t].lse = data->make_lse();
+    results[t].o = setup.data->make_o();
+    results[t].lse = setup.data->make_lse();
     o_devs[t] = device.upload(results[t].o);
     lse_devs[t] = device.upload(results[t].lse);
     workspaces.push_back(std::make_unique<DeviceBuffer>(owned_workspace ? 0 : ws_bytes));
@@ -189,11 +200,11 @@ void run_from_threads(bool owned_workspace) {
       try {
         const cudaStream_t stream = streams[t]->get();
         const fmha_splitk_args args =
-            run_args(in, *o_devs[t], &*lse_devs[t], workspaces[t]->get(), ws_bytes, stream);
+            run_args(setup.in, *o_devs[t], &*lse_devs[t], workspaces[t]->get(), ws_bytes, stream);
         for (int run = 0; run < kRunsPerThread; ++run) {
           poison_async(*o_devs[t], stream);
           poison_async(*lse_devs[t], stream);
-          fmha_check(fmha_splitk_run(plan.get(), &args), "fmha_splitk_run");
+          fmha_check(fmha_splitk_run(setup.plan.get(), &args), "fmha_splitk_run");
           copy_to_host(*o_devs[t], results[t].o, stream);
           copy_to_host(*lse_devs[t], results[t].lse, stream);
           if (!bitwise_equal(results[t].o, serial_o) || !bitwise_equal(results[t].lse, serial_lse)) {
@@ -248,17 +259,13 @@ TEST(CudaThreads, OwnWorkspaceRunWaitsForThePreviousRunOnAnotherStream) {
   FMHA_SKIP_WITHOUT_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const AttentionCase spec = threaded_case();
-  SCOPED_TRACE(spec.describe());
+  const ThreadedSetup setup(seed);
+  SCOPED_TRACE(setup.spec.describe());
   Device &device = device_under_test();
-  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
-  const DeviceInputs in = upload_inputs(*data);
-  const PlanPtr plan = make_plan(data->problem);
-  ASSERT_GT(workspace_size(plan.get()), 0u) << "the case must split to share a workspace";
-  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
+  ASSERT_GT(workspace_size(setup.plan.get()), 0u) << "the case must split to share a workspace";
 
-  Tensor o[2] = {data->make_o(), data->make_o()};
-  Tensor lse[2] = {data->make_lse(), data->make_lse()};
+  Tensor o[2] = {setup.data->make_o(), setup.data->make_o()};
+  Tensor lse[2] = {setup.data->make_lse(), setup.data->make_lse()};
   const DeviceTensor o_dev[2] = {device.upload(o[0]), device.upload(o[1])};
   const DeviceTensor lse_dev[2] = {device.upload(lse[0]), device.upload(lse[1])};
   const Stream streams[2];
@@ -270,8 +277,8 @@ TEST(CudaThreads, OwnWorkspaceRunWaitsForThePreviousRunOnAnotherStream) {
   {
     StreamGate gate(streams[0].get());
     for (int i = 0; i < 2; ++i) {
-      const fmha_splitk_args args = run_args(in, o_dev[i], &lse_dev[i], nullptr, 0, streams[i].get());
-      fmha_check(fmha_splitk_run(plan.get(), &args), "fmha_splitk_run");
+      const fmha_splitk_args args = run_args(setup.in, o_dev[i], &lse_dev[i], nullptr, 0, streams[i].get());
+      fmha_check(fmha_splitk_run(setup.plan.get(), &args), "fmha_splitk_run");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     EXPECT_EQ(cudaStreamQuery(streams[1].get()), cudaErrorNotReady)
@@ -283,9 +290,9 @@ TEST(CudaThreads, OwnWorkspaceRunWaitsForThePreviousRunOnAnotherStream) {
     SCOPED_TRACE("stream " + std::to_string(i));
     copy_to_host(o_dev[i], o[i], streams[i].get());
     copy_to_host(lse_dev[i], lse[i], streams[i].get());
-    EXPECT_TRUE(
-        o_matches(fmha_oracle::to_doubles(o[i]), ref, attention_tolerance(spec.dtype, output_dtype(spec), ref.o)));
-    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse[i]), ref.lse));
+    EXPECT_TRUE(o_matches(fmha_oracle::to_doubles(o[i]), setup.ref,
+                          attention_tolerance(setup.spec.dtype, output_dtype(setup.spec), setup.ref.o)));
+    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse[i]), setup.ref.lse));
   }
   EXPECT_TRUE(bitwise_equal(o[0], o[1]));
   EXPECT_TRUE(bitwise_equal(lse[0], lse[1]));
@@ -299,35 +306,31 @@ TEST(CudaThreads, OwnWorkspaceRunCapturedOnAnotherStream) {
   FMHA_SKIP_WITHOUT_CUDA();
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
-  const AttentionCase spec = threaded_case();
-  SCOPED_TRACE(spec.describe());
+  const ThreadedSetup setup(seed);
+  SCOPED_TRACE(setup.spec.describe());
   Device &device = device_under_test();
-  const std::unique_ptr<AttentionData> data = build_attention(spec, seed);
-  const DeviceInputs in = upload_inputs(*data);
-  const PlanPtr plan = make_plan(data->problem);
-  const fmha_oracle::AttentionOutput ref = fmha_oracle::AttentionOracle(data->oracle_inputs()).forward();
-  const double tolerance = attention_tolerance(spec.dtype, output_dtype(spec), ref.o);
+  const double tolerance = attention_tolerance(setup.spec.dtype, output_dtype(setup.spec), setup.ref.o);
 
-  Tensor o = data->make_o(), lse = data->make_lse();
+  Tensor o = setup.data->make_o(), lse = setup.data->make_lse();
   const DeviceTensor o_dev = device.upload(o), lse_dev = device.upload(lse);
   const Stream eager, captured;
-  const fmha_splitk_args eager_args = run_args(in, o_dev, &lse_dev, nullptr, 0, eager.get());
-  const fmha_splitk_args captured_args = run_args(in, o_dev, &lse_dev, nullptr, 0, captured.get());
+  const fmha_splitk_args eager_args = run_args(setup.in, o_dev, &lse_dev, nullptr, 0, eager.get());
+  const fmha_splitk_args captured_args = run_args(setup.in, o_dev, &lse_dev, nullptr, 0, captured.get());
   const auto check = [&](const char *what, cudaStream_t stream) {
     SCOPED_TRACE(what);
     copy_to_host(o_dev, o, stream);
     copy_to_host(lse_dev, lse, stream);
-    EXPECT_TRUE(o_matches(fmha_oracle::to_doubles(o), ref, tolerance));
-    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse), ref.lse));
+    EXPECT_TRUE(o_matches(fmha_oracle::to_doubles(o), setup.ref, tolerance));
+    EXPECT_TRUE(lse_matches(fmha_oracle::to_doubles(lse), setup.ref.lse));
   };
 
   poison_async(o_dev, eager.get());
   poison_async(lse_dev, eager.get());
-  fmha_check(fmha_splitk_run(plan.get(), &eager_args), "fmha_splitk_run (eager)");
+  fmha_check(fmha_splitk_run(setup.plan.get(), &eager_args), "fmha_splitk_run (eager)");
   check("eager run", eager.get());
   GraphExec graph;
   graph.capture(captured.get(),
-                [&] { fmha_check(fmha_splitk_run(plan.get(), &captured_args), "fmha_splitk_run (captured)"); });
+                [&] { fmha_check(fmha_splitk_run(setup.plan.get(), &captured_args), "fmha_splitk_run (captured)"); });
   for (int replay = 0; replay < 3; ++replay) {
     poison_async(o_dev, captured.get());
     poison_async(lse_dev, captured.get());
@@ -336,7 +339,7 @@ TEST(CudaThreads, OwnWorkspaceRunCapturedOnAnotherStream) {
   }
   poison_async(o_dev, eager.get());
   poison_async(lse_dev, eager.get());
-  fmha_check(fmha_splitk_run(plan.get(), &eager_args), "fmha_splitk_run (eager, after the replays)");
+  fmha_check(fmha_splitk_run(setup.plan.get(), &eager_args), "fmha_splitk_run (eager, after the replays)");
   check("eager run after the replays", eager.get());
 }
 
