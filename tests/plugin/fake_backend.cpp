@@ -90,9 +90,10 @@ fmha_status zero(int32_t, void *ptr, size_t bytes, fmha_msg msg) {
   return FMHA_STATUS_SUCCESS;
 }
 
-// A run order is a counter of the runs it was given (the fake computes
-// nothing, so there is nothing to order). FMHA_FAKE_ORDER_FAILS=1 makes
-// its creation fail as a device would.
+// A run order is a token of its own allocation (the fake computes nothing,
+// so there is nothing to order): the record counts creations and
+// destructions. FMHA_FAKE_ORDER_FAILS=1 makes creation fail as a device
+// would.
 fmha_status order_create(int32_t, void **order, fmha_msg msg) {
   if (const char *fail = std::getenv("FMHA_FAKE_ORDER_FAILS"); fail != nullptr && fail[0] == '1') {
     std::snprintf(msg.text, msg.capacity, "fake: event creation failed");
