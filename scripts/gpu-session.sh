@@ -7,6 +7,9 @@
 #                    memcheck / racecheck / initcheck on $FILTER, each
 #                    within $SAN_TIMEOUT seconds (default 150; run 81's
 #                    racecheck of 62 fused-merge tests needed more)
+#   suite NAME       the first half of check: the GPU suite only
+#   sanitizers NAME  the second half: the three sanitizers only (so that
+#                    a short call can time builds between the two)
 #   ab BASE NAME     scripts/gpu-ab.sh of BASE against NAME on $PROBLEMS
 #   problems LIST    the problems of the later ab steps (default $PROBLEMS)
 #   grid NAME        the grid of docs/performance.md's "Reproduce" block:
@@ -41,17 +44,22 @@ elapsed() { echo "$(($(date +%s) - t0)) s"; }
 unpack() { [[ -d build-$1 ]] || tar -xJf ".device/$1.tar.xz" || exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$LOGS/gpu.txt"
 
-check() {
+suite() {
   unpack "$1"
-  local tests=build-$1/bin/fmha_gpu_tests lib=$PWD/build-$1/lib
-  LD_LIBRARY_PATH=$lib timeout 300 "$tests" --gtest_brief=1 > "$LOGS/suite-$1.log" 2>&1
+  LD_LIBRARY_PATH=$PWD/build-$1/lib timeout 300 "build-$1/bin/fmha_gpu_tests" --gtest_brief=1 > "$LOGS/suite-$1.log" 2>&1
   echo "suite $1: rc $? ($(elapsed)) $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/suite-$1.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$LOGS/suite-$1.log" | head -20
+}
+
+sanitizers() {
+  unpack "$1"
+  local tests=build-$1/bin/fmha_gpu_tests lib=$PWD/build-$1/lib
   for tool in memcheck racecheck initcheck; do
     LD_LIBRARY_PATH=$lib timeout "$SAN_TIMEOUT" compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 \
       "$tests" --gtest_filter="$FILTER" > "$LOGS/$tool-$1.log" 2>&1
+    # The count of tests passed says how far a run cut off by the timeout got.
     echo "$tool $1: rc $? ($(elapsed)) $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/$tool-$1.log" | tail -1)" \
-      "$(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$tool-$1.log" | tr '\n' ' ')"
+      "$(grep -c '^\[       OK \]' "$LOGS/$tool-$1.log") ok $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/$tool-$1.log" | tr '\n' ' ')"
   done
 }
 
@@ -129,7 +137,9 @@ ncu_step() {
 
 while [[ $# -gt 0 ]]; do
   case $1 in
-    check) check "$2"; shift 2 ;;
+    check) suite "$2"; sanitizers "$2"; shift 2 ;;
+    suite) suite "$2"; shift 2 ;;
+    sanitizers) sanitizers "$2"; shift 2 ;;
     ab) ab "$2" "$3"; shift 3 ;;
     problems) PROBLEMS=$2; shift 2 ;;
     grid) grid "$2"; shift 2 ;;
