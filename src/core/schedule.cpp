@@ -130,28 +130,15 @@ void for_each_piece(const fmha_plan_data &plan, KvLen kv_len, Emit emit) {
     case FMHA_SCHEDULE_BALANCED: {
       int64_t total_keys = 0;
       for (int64_t b = 0; b < batch; ++b) total_keys += kv_len(b);
-      const int64_t ranges = effective_ranges(plan, total_keys);
-      // Boundaries at multiples of range_len over the concatenated keys;
-      // none when there is a single range.
-      const int64_t range_len = ranges > 1 ? ceil_div(total_keys, ranges) : 0;
+      const BalancedCut<int64_t> cut = balanced_cut<int64_t>(total_keys, plan.num_ranges, plan.kv_chunk_size);
       int64_t seq_start = 0;  // offset of sequence b in the concatenation
       for (int64_t b = 0; b < batch; ++b) {
         const int64_t len = kv_len(b);
-        const int64_t seq_end = seq_start + len;
-        int64_t boundary = range_len > 0 ? (seq_start / range_len + 1) * range_len : seq_end;
-        if (boundary >= seq_end) {
-          emit(Piece{static_cast<int32_t>(b), 0, static_cast<int32_t>(len), -1});
-        } else {
-          int64_t cut = seq_start;
-          for (; boundary < seq_end; boundary += range_len) {
-            emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(cut - seq_start),
-                       static_cast<int32_t>(boundary - seq_start), next_slot++});
-            cut = boundary;
-          }
-          emit(Piece{static_cast<int32_t>(b), static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(len),
-                     next_slot++});
-        }
-        seq_start = seq_end;
+        const int64_t cuts = sequence_cut(cut, seq_start, len).cuts;
+        for (int64_t k = 0; k <= cuts; ++k)
+          emit(sequence_piece(cut, static_cast<int32_t>(b), seq_start, len, next_slot, k));
+        next_slot += static_cast<int32_t>(sequence_slots(cuts));
+        seq_start += len;
       }
       return;
     }
@@ -365,8 +352,7 @@ bool uses_row_pairs(const fmha_plan_data &plan) {
 }
 
 int64_t effective_ranges(const fmha_plan_data &plan, int64_t total_keys) {
-  const int64_t by_length = std::max<int64_t>(1, total_keys / plan.kv_chunk_size);
-  return std::min<int64_t>(plan.num_ranges, by_length);
+  return balanced_cut<int64_t>(total_keys, plan.num_ranges, plan.kv_chunk_size).ranges;
 }
 
 fmha_status choose_schedule(fmha_plan_data &plan, const int32_t *kv_seqlen_hint, std::string &message,

@@ -536,6 +536,80 @@ TEST(Schedule, RandomPlansKeepTheInvariants) {
   }
 }
 
+// The GPU kernels that cut their own range (PieceSource::kInline) find a
+// range's pieces with find_span_ends over each thread's share of the
+// batch, after block-wide prefix sums of the lengths and slots: simulated
+// here thread by thread for several block sizes, the ranges' pieces,
+// concatenated, must be partition()'s, piece for piece and slot for slot,
+// with 64-bit keys and with the kernels' 32-bit ones.
+template <class Key>
+void expect_range_spans_give_the_partition(uint32_t seed) {
+  using fmha::core::BalancedCut;
+  using fmha::core::RangeSpan;
+  std::mt19937 rng(seed);
+  for (int trial = 0; trial < 400; ++trial) {
+    fmha_plan_data plan = plan_for(Shape{});
+    plan.schedule = FMHA_SCHEDULE_BALANCED;
+    plan.problem.batch = std::uniform_int_distribution<int32_t>(1, trial % 4 == 0 ? 300 : 12)(rng);
+    plan.num_ranges = std::uniform_int_distribution<int32_t>(1, 40)(rng);
+    plan.kv_chunk_size = std::uniform_int_distribution<int32_t>(1, 600)(rng);
+    const int32_t max_kv = trial % 5 == 0 ? 7 : 5000;
+    std::vector<int32_t> kv_len = random_lengths(rng, plan.problem.batch, max_kv);
+    if (trial % 7 == 0) kv_len.back() = 0;  // empty sequences at the very end
+    std::vector<Piece> expected(static_cast<size_t>(plan.problem.batch + plan.num_ranges));
+    expected.resize(static_cast<size_t>(partition(plan, kv_len.data(), expected.data())));
+
+    const auto len_of = [&](int32_t b) -> Key { return kv_len[static_cast<size_t>(b)]; };
+    Key total = 0;
+    for (int32_t len : kv_len) total += len;
+    const BalancedCut<Key> cut = fmha::core::balanced_cut<Key>(total, plan.num_ranges, plan.kv_chunk_size);
+    const auto batch = static_cast<int32_t>(plan.problem.batch);
+    for (const int32_t threads : {1, 3, 32, 128}) {
+      const int32_t per = (batch + threads - 1) / threads;
+      // Each thread's share [b0, b1) and its exclusive prefixes.
+      std::vector<Key> starts, slots;
+      Key start = 0, slot = 0;
+      for (int32_t t = 0; t < threads; ++t) {
+        const int32_t b0 = std::min(t * per, batch), b1 = std::min(b0 + per, batch);
+        starts.push_back(start);
+        slots.push_back(slot);
+        for (int32_t b = b0; b < b1; ++b) start += kv_len[static_cast<size_t>(b)];
+        slot += fmha::core::sequences_slots(cut, b0, b1, starts.back(), len_of);
+      }
+      std::vector<Piece> found;
+      for (Key r = 0; r < plan.num_ranges + 1; ++r) {
+        RangeSpan<Key> span{};
+        span.first_batch = 0;
+        span.last_batch = -1;
+        for (int32_t t = 0; t < threads; ++t) {
+          const int32_t b0 = std::min(t * per, batch), b1 = std::min(b0 + per, batch);
+          fmha::core::find_span_ends(cut, r, batch, b0, b1, starts[static_cast<size_t>(t)],
+                                     static_cast<int32_t>(slots[static_cast<size_t>(t)]), len_of, &span);
+        }
+        for (int32_t i = 0; i <= span.last_batch - span.first_batch; ++i) {
+          const Piece piece = fmha::core::span_piece(cut, r, span, i, len_of);
+          if (i > 0 && piece.batch != span.last_batch) {
+            EXPECT_EQ(piece.slot, -1) << "a sequence inside a range is uncut";
+          }
+          found.push_back(piece);
+        }
+      }
+      ASSERT_EQ(found.size(), expected.size()) << "trial " << trial << ", " << threads << " threads";
+      for (size_t i = 0; i < found.size(); ++i) {
+        EXPECT_EQ(found[i].batch, expected[i].batch) << "trial " << trial << " piece " << i;
+        EXPECT_EQ(found[i].kv_begin, expected[i].kv_begin) << "trial " << trial << " piece " << i;
+        EXPECT_EQ(found[i].kv_end, expected[i].kv_end) << "trial " << trial << " piece " << i;
+        EXPECT_EQ(found[i].slot, expected[i].slot) << "trial " << trial << " piece " << i;
+      }
+    }
+  }
+}
+
+TEST(Schedule, BalancedRangeSpansGiveThePartitionsPieces) {
+  expect_range_spans_give_the_partition<int64_t>(11);
+  expect_range_spans_give_the_partition<int32_t>(12);
+}
+
 TEST(Schedule, WorkspaceRegionsAreAlignedAndDisjoint) {
   Shape shape;
   shape.batch = 3;

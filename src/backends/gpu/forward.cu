@@ -2,12 +2,16 @@
 // grid, which passes. Every launch heuristic of the forward path is here.
 //
 // A run is up to three kernels on the caller's stream:
-//  1. BALANCED with several ranges and sequences only: the scheduling
-//     pass (one CTA) writes the pieces into the workspace from the
-//     device-side lengths; UNIFORM and FIXED_CHUNK pieces, and BALANCED
-//     ones of a single sequence or of a dense batch (every sequence
-//     max_kv_seqlen keys), are pure arithmetic on the lengths, so the
-//     forward kernel finds them itself (find_piece());
+//  1. BALANCED with several ranges and sequences only, and only where the
+//     forward kernel does not merge (a caller's workspace, a merge too
+//     long for one CTA, more than kMaxInlineBatch sequences): the
+//     scheduling pass (one CTA) writes the pieces into the workspace from
+//     the device-side lengths. Otherwise each forward CTA cuts its own
+//     range from the lengths (PieceSource::kInline); UNIFORM and
+//     FIXED_CHUNK pieces, and BALANCED ones of a single sequence or of a
+//     dense batch (every sequence max_kv_seqlen keys), are pure arithmetic
+//     on the lengths, so the forward kernel finds them itself
+//     (find_piece());
 //  2. the forward kernel: one CTA per (work item, row tile of 16 query
 //     rows, group, K/V head); a work item is a piece, or with the scheduling
 //     pass a range of equal key count (all its pieces); CTAs past the run's
@@ -57,6 +61,7 @@ struct ForwardPlan {
   int32_t row_pairs;       // nonzero: the tile kernel's row pairs (32 query rows per CTA)
   int32_t wide;            // nonzero: the tile kernel's wide variant (8 warps, 3 stages; native D 128)
   int32_t fused_merge;     // nonzero: runs given merge counters merge in the forward kernel (no combine pass)
+  int32_t inline_ranges;   // kScheduled: runs given merge counters cut their ranges in the kernel (kInline)
   int64_t work_items;      // forward work items per row tile and head: pieces, or ranges (kScheduled)
   int64_t combine_items;   // combine work items: sequences, or pieces (kScheduled)
 };
@@ -366,8 +371,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // x 10 slots x 32 float4 per row: 80 loads per thread) took 9 us longer
   // merged in the last CTA (H200, run 65); B 1 L 131072 (4 rows x 49
   // slots: 49) was 2.6% faster; D 256 (4 x 5 x 64: 10) and Mq 4 (16 x 3 x
-  // 32: 12) fuse with the dense bound below (not yet measured). Not in
-  // the streaming and MLA kernels. The counters (one per unit) must be
+  // 32: 12) fuse with the dense bound below (not yet measured). In the
+  // tile, row-pair and streaming (int4 / fp8) kernels, not the MLA one
+  // (its 16 rows x 512 dims per slot exceed the bound at most lengths the
+  // plan must allow). The counters (one per unit) must be
   // zero before a run, which leaves them zero: only runs on the plan's own
   // workspace get them (the core zeroes them once); runs on a caller's
   // workspace, whose contents are unspecified, launch the combine pass.
@@ -375,19 +382,34 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   // sequence (its chunk count), and the two merges sum the slots in another
   // order, so a sequence alone and in a batch could round differently.
   // FMHA_SPLITK_TEST_FUSED_MERGE=0 turns it off (tests and A/B).
+  // The streaming kernel merges inside only the scheduled pieces (paged,
+  // ragged, varying-length batches, where the merge also saves the pass's
+  // launch): on dense batches its merge cost 4-6% (run 80: int4 g1 B 8 L
+  // 32768 136.4 -> 142.0 us, its last CTA per sequence merging about 16
+  // slots alone), the combine pass spreading them wider.
   plan->merge_counters = 0;
-  if (FMHA_GPU_HAS_FUSED_MERGE && config.combine && !streaming && !mla_kernel &&
-      !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) &&
-      static_cast<PieceSource>(config.piece_source) != PieceSource::kScheduled) {
+  const bool merge_source =
+      !streaming || static_cast<PieceSource>(config.piece_source) == PieceSource::kScheduled;
+  if (FMHA_GPU_HAS_FUSED_MERGE && config.combine && !mla_kernel && merge_source &&
+      !(problem.flags & FMHA_FLAG_BATCH_INVARIANT)) {
     constexpr int64_t kMaxMergeLoads = 64;
     // The most slots one sequence has: its pieces (uniform, one sequence);
     // in a dense batch the ranges of kv_chunk keys it meets, at most
     // ceil(L / kv_chunk) + 1 (split_slots: 2 where ranges are longer than
-    // a sequence), far fewer than the batch's ranges.
+    // a sequence), far fewer than the batch's ranges. The scheduling pass
+    // (kScheduled: lengths known only on the device) cuts at most one piece
+    // per range, and its ranges are at least kv_chunk_size keys long (the
+    // minimum piece): at most min(ranges, ceil(L / kv_chunk_size) + 1).
+    const PieceSource source = static_cast<PieceSource>(config.piece_source);
     int64_t most_slots = std::max<int32_t>(2, config.pieces_per_seq);
-    if (static_cast<PieceSource>(config.piece_source) == PieceSource::kBalancedDense && config.kv_chunk > 0)
+    if (source == PieceSource::kBalancedDense && config.kv_chunk > 0)
       most_slots = std::min<int64_t>(
           most_slots, std::max<int64_t>(2, (problem.max_kv_seqlen + config.kv_chunk - 1) / config.kv_chunk + 1));
+    if (source == PieceSource::kScheduled)
+      most_slots = std::max<int64_t>(
+          2, std::min<int64_t>(plan->num_ranges, (problem.max_kv_seqlen + plan->kv_chunk_size - 1) /
+                                                     std::max<int32_t>(1, plan->kv_chunk_size) +
+                                                     1));
     const int64_t tile_rows = std::min(rows, rows_per_cta);
     const int64_t merge_loads =
         (tile_rows * most_slots * ((problem.head_dim_v + 3) / 4) + tile.threads - 1) / std::max(1, tile.threads);
@@ -396,6 +418,25 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
     if (const char *forced = std::getenv("FMHA_SPLITK_TEST_FUSED_MERGE"); forced != nullptr && forced[0] == '0')
       config.fused_merge = 0;
     if (config.fused_merge) plan->merge_counters = config.combine_items * row_tiles * heads;
+    // With the merge inside the kernel, the scheduling pass's table has no
+    // reader but the forward kernel, and each of its CTAs can cut its own
+    // range instead (PieceSource::kInline: a round trip to L2 and two
+    // block scans per CTA): a run is then one launch instead of two (host
+    // cost: docs/performance.md). Where the batch's lengths fit the
+    // kernel's shared memory beside the scans', the batch is at most
+    // kMaxInlineBatch sequences (every CTA reads all of them, and its
+    // threads walk ceil(B / threads) each) and twice its keys fit int32
+    // (the kernels cut with 32-bit arithmetic: fewer registers). Runs
+    // without counters (a caller's workspace) launch the pass and the
+    // combine pass.
+    // FMHA_SPLITK_TEST_INLINE_RANGES=0 keeps the pass (tests and A/B).
+    constexpr int64_t kMaxInlineBatch = 2048;
+    config.inline_ranges = config.fused_merge && source == PieceSource::kScheduled &&
+                           problem.batch <= kMaxInlineBatch &&
+                           2 * problem.batch * problem.max_kv_seqlen <= std::numeric_limits<int32_t>::max() &&
+                           range_span_smem_bytes(problem.batch, tile.threads) <= static_cast<size_t>(tile.smem_bytes);
+    if (const char *forced = std::getenv("FMHA_SPLITK_TEST_INLINE_RANGES"); forced != nullptr && forced[0] == '0')
+      config.inline_ranges = 0;
   }
   std::memcpy(plan->backend_private, &config, sizeof(config));
   std::snprintf(plan->kernel_name, sizeof(plan->kernel_name), "splitk_fwd_%s%s%s%s_d%d_%s%d_s%d%s/%s%s",
@@ -413,9 +454,10 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
                 : config.wide ? "_w8"
                               : "",
                 schedule_name,
-                config.fused_merge ? "+fused_merge"
-                : config.combine   ? "+combine"
-                                   : "");
+                config.inline_ranges ? "+inline_ranges+fused_merge"
+                : config.fused_merge ? "+fused_merge"
+                : config.combine     ? "+combine"
+                                     : "");
   return FMHA_STATUS_SUCCESS;
 }
 
@@ -525,6 +567,16 @@ fmha_status run_forward(const fmha_plan_data &plan, const fmha_run_views &views,
   // (The core gives counters only to runs on the plan's own workspace.)
   if (config.fused_merge && views.merge_counters != nullptr)
     params.merge_counters = static_cast<uint32_t *>(views.merge_counters);
+  // The kernel cuts its own ranges where it also merges (no pass, and no
+  // combine pass to read the pass's table).
+  if (config.inline_ranges && params.merge_counters != nullptr) {
+    work.source = PieceSource::kInline;
+    work.pieces_per_seq = plan.num_ranges;
+    work.kv_chunk = plan.kv_chunk_size;
+    work.meta = nullptr;
+    work.pieces = nullptr;
+    work.range_first = nullptr;
+  }
 
   params.q = views.q.data;
   params.k = views.k.data;
@@ -690,7 +742,7 @@ ForwardTileInfo quant_stream_tile_info(int head_dim_bucket, int32_t q_dtype, int
                                        int32_t kv_quant_groups) {
   const auto of_tile = [](auto tile) {
     using Tile = decltype(tile);
-    return ForwardTileInfo{Tile::kWarpKeys, Tile::kStages, Tile::kSmemBytes};
+    return ForwardTileInfo{Tile::kWarpKeys, Tile::kStages, Tile::kSmemBytes, Tile::kThreads};
   };
   const auto by_dtype = [&](auto t) {
     using T = decltype(t);

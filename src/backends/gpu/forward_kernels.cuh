@@ -29,7 +29,7 @@ struct ForwardTileInfo {
   int block_n;
   int stages;
   int smem_bytes;
-  int threads = 0;  // per CTA (the tile kernels')
+  int threads = 0;  // per CTA (0: not given; the MLA kernel, which never merges inside)
 };
 ForwardTileInfo forward_tile_info(int head_dim_bucket, int32_t q_dtype, bool quantised);
 #if FMHA_GPU_HAS_WIDE_TILES

@@ -101,6 +101,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
     for (int64_t r = last_range_before + 1; r <= ranges; ++r) range_first[r] = num_pieces;
     meta->num_pieces = num_pieces;
     meta->num_ranges = static_cast<int32_t>(ranges);
+    meta->range_len = range_len;
   }
 }
 

@@ -80,14 +80,20 @@ enum class PieceSource : int32_t {
   // ranges - 1); longer ones put at most one cut k (at k x range length)
   // inside a sequence, whose two pieces take slots 2 (k - 1) and 2 k - 1,
   // and a sequence without a cut writes O directly.
-  kBalancedDense = 4
+  kBalancedDense = 4,
+  // BALANCED over a batch of any lengths whose run merges inside the
+  // forward kernel: the scheduling pass's partition, bit for bit, but each
+  // CTA cuts its own range r from block-wide prefix sums of the lengths
+  // (find_range_span), so the pass is not launched. pieces_per_seq holds
+  // the plan's ranges, kv_chunk the shortest piece. Work item r is range r.
+  kInline = 5
 };
 
 // The scheduling pass's output (kScheduled), in the workspace meta region.
 struct ScheduleMeta {
   int32_t num_pieces;
   int32_t num_ranges;  // ranges of this run (<= the plan's num_ranges)
-  int32_t reserved[2];
+  int64_t range_len;   // keys per range (0: one range); the fused merge finds a piece's siblings by it
 };
 
 struct PieceTable {
@@ -98,6 +104,18 @@ struct PieceTable {
   const ScheduleMeta *meta;    // kScheduled
   const Piece *pieces;         // kScheduled: [meta->num_pieces]
   const int32_t *range_first;  // kScheduled: [meta->num_ranges + 1]
+};
+
+// One piece as a kernel attends it: the piece, its sequence's key count,
+// its index in its sequence (o_partial) and `work_lanes`: the CTA's work
+// item, one value per lane of each warp (splitk_forward.cuh, WorkLane;
+// kInline's range length among them, by which the fused merge finds the
+// piece's siblings).
+struct PieceAt {
+  Piece piece;
+  int32_t kv_len;
+  int32_t chunk;
+  int32_t work_lanes;
 };
 
 // Everything one forward launch reads. Tensor strides are in elements of
@@ -194,6 +212,18 @@ struct ForwardParams {
 constexpr size_t kMergeFlagBytes = 16;
 __host__ __device__ constexpr size_t merge_smem_bytes(int64_t slots, int64_t rows) {
   return kMergeFlagBytes + static_cast<size_t>(rows * (slots + 1)) * sizeof(float);
+}
+
+// kInline: the shared memory a CTA of `threads` threads takes to cut its
+// own range: the block scans' storage and the span (at most 8 bytes per
+// thread and 256 more), then 4 bytes per sequence for the batch's
+// lengths. plan_forward chooses kInline only where the kernel's dynamic
+// shared memory holds this much.
+__host__ __device__ constexpr size_t range_span_reserved_bytes(int threads) {
+  return static_cast<size_t>(threads) * 8 + 256;
+}
+__host__ __device__ constexpr size_t range_span_smem_bytes(int64_t batch, int threads) {
+  return range_span_reserved_bytes(threads) + static_cast<size_t>(batch) * sizeof(int32_t);
 }
 
 // Keys of sequence b, clamped to [0, max_kv_seqlen]: lengths only live on
@@ -344,8 +374,11 @@ __device__ __forceinline__ int32_t item_pieces(const PieceTable &w, const SeqLay
 // Piece `index` of the partition (fmha::core::partition's, bit for bit),
 // with the length of its sequence; false when there is no such piece.
 // `chunk` is the piece's index within its sequence (for o_partial).
-__device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout &s, int32_t index, Piece *piece,
-                                           int32_t *seq_kv_len, int32_t *chunk) {
+// (kInline: span_piece.)
+__device__ __forceinline__ bool find_piece(const PieceTable &w, const SeqLayout &s, int32_t index, PieceAt *at) {
+  Piece *const piece = &at->piece;
+  int32_t *const seq_kv_len = &at->kv_len;
+  int32_t *const chunk = &at->chunk;
   if (w.source == PieceSource::kScheduled) {
     *piece = w.pieces[index];
     *seq_kv_len = kv_length(s, piece->batch);
@@ -452,6 +485,31 @@ __device__ __forceinline__ int32_t split_slots(const PieceTable &w, const SeqLay
   if (w.source == PieceSource::kUniform) return w.pieces_per_seq > 1 ? w.pieces_per_seq : 0;
   const int32_t chunks = fixed_chunks(kv_length(s, index), w.kv_chunk);
   return chunks > 1 ? chunks : 0;
+}
+
+// The partial slots of the sequence of `piece` (the piece `find_piece`
+// returned, of a sequence of kv_len keys) that the fused merge counts and
+// merges: slots [*first, *first + count) in piece order; 0 when the piece
+// writes O directly. Every piece of a sequence gives the same answer.
+// kScheduled / kInline: the partition cut the concatenated keys at
+// multiples of range_len (the pass's, or kInline's `inline_range_len`),
+// so a split sequence's first piece holds f keys (up to its first cut),
+// each later one range_len (the last at most), and
+// its slots are consecutive: from any piece's kv_begin, f and the piece's
+// index k in its sequence follow, and with them the count and first slot.
+__device__ __forceinline__ int32_t piece_slots(const PieceTable &w, const SeqLayout &s, const Piece &piece,
+                                               int32_t kv_len, int32_t inline_range_len, int32_t *first) {
+  if (w.source != PieceSource::kScheduled && w.source != PieceSource::kInline) {
+    int32_t batch;
+    return split_slots(w, s, piece.batch, &batch, first);
+  }
+  const int64_t range_len = w.source == PieceSource::kInline ? inline_range_len : w.meta->range_len;
+  if (piece.slot < 0 || range_len <= 0) return 0;
+  const int64_t begin = piece.kv_begin;
+  const int64_t head_keys = begin == 0 ? piece.kv_end : (begin - 1) % range_len + 1;  // f
+  const int64_t index = begin == 0 ? 0 : (begin - head_keys) / range_len + 1;         // k
+  *first = piece.slot - static_cast<int32_t>(index);
+  return 1 + static_cast<int32_t>((kv_len - head_keys + range_len - 1) / range_len);
 }
 
 }  // namespace fmha::gpu

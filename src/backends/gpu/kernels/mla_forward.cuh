@@ -192,11 +192,11 @@ class MlaLatentLoader {
   mutable int64_t ahead_ = 0;
 };
 
-// Attention of row tile `row_tile` of piece `piece_index` (the tile
+// Attention of row tile `row_tile` of piece `at` (the tile
 // kernel's prologue, epilogue and output targets; no bias: plan_forward
 // sends problems with a bias to the tile kernel). Uniform across the CTA.
 template <typename Tile>
-__device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
+__device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t *smem, const PieceAt &at,
                                                  int32_t row_tile, int32_t group, int32_t head_kv) {
   using Layout = FragmentLayout;
   using Mma = typename Tile::MmaType;
@@ -209,7 +209,7 @@ __device__ __forceinline__ void mla_attend_piece(const ForwardParams &p, uint8_t
   constexpr int kR = Layout::kRowsPerLane;
 
   TileRows tile_rows;
-  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  if (!find_tile_rows(p, at, row_tile, Tile::kRows, &tile_rows)) return;
   const Piece &piece = tile_rows.piece;
   const QueryRange &queries = tile_rows.queries;
   const int32_t rows_here = tile_rows.rows_here;
@@ -576,7 +576,7 @@ __global__ void __launch_bounds__(MlaTile<T, kFp8, kFp8Q, kFp8P>::kThreads,
     mla_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = MlaTile<T, kFp8, kFp8Q, kFp8P>;
   extern __shared__ __align__(128) uint8_t smem[];
-  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+  attend_work_item<Tile::kThreads>(p, smem, [&](const PieceAt &piece, const GridCell &cell) {
     mla_attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
   });
 }

@@ -240,8 +240,8 @@ __device__ __forceinline__ uint32_t stream_code_offset(int row, int byte) {
 }
 
 template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
-__device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
-                                             int32_t row_tile, int32_t group, int32_t head_kv) {
+__device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *smem, const PieceAt &at, int32_t row_tile,
+                                             int32_t group, int32_t head_kv) {
   using Tile = StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>;
   constexpr int kQN = Tile::kQTiles;
   constexpr int kLR = Tile::kLaneRows;
@@ -252,7 +252,7 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
   constexpr int kStages = Tile::kStages;
 
   TileRows tile_rows;
-  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  if (!find_tile_rows(p, at, row_tile, Tile::kRows, &tile_rows)) return;
   const Piece &piece = tile_rows.piece;
   const QueryRange &queries = tile_rows.queries;
   const int32_t row0 = tile_rows.row0;
@@ -1110,14 +1110,19 @@ __device__ __forceinline__ void stream_piece(const ForwardParams &p, uint8_t *sm
       store_row_elems<1>(target.o, target.o_elem, o_row + d, x);
     if (d == 0) store_lse(target, query, group, head, result.lse);
   }
+#if FMHA_GPU_HAS_FUSED_MERGE
+  if (p.merge_counters != nullptr && piece.slot >= 0 && !p.write_partials)
+    merge_if_last<Tile::kThreads>(p, tile_rows, row_tile, group, head_kv, smem);
+#endif
 }
 
 template <typename T, int kHeadDimBucket, StreamFormat kFormat, int kQueryTiles>
 __global__ void __launch_bounds__((StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kThreads),
                                   (StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>::kMinBlocksPerSm))
     quant_stream_forward_kernel(const __grid_constant__ ForwardParams p) {
+  using Tile = StreamTile<T, kHeadDimBucket, kFormat, kQueryTiles>;
   extern __shared__ __align__(128) uint8_t smem[];
-  attend_work_item(p, [&](int32_t piece, const GridCell &cell) {
+  attend_work_item<Tile::kThreads>(p, smem, [&](const PieceAt &piece, const GridCell &cell) {
     stream_piece<T, kHeadDimBucket, kFormat, kQueryTiles>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
   });
 }

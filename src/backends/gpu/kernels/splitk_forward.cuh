@@ -40,6 +40,7 @@
 #include "backends/gpu/kernels/smem_tile.cuh"
 #include "backends/gpu/merge_math.cuh"
 #include "backends/gpu/split_combine.cuh"
+#include "backends/gpu/vendor/block.cuh"
 #include "backends/gpu/vendor/tile.cuh"
 
 namespace fmha::gpu::kernels {
@@ -257,6 +258,29 @@ __device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_
   *hi = last;
 }
 
+// A CTA's work item as attend_work_item keeps it through its pieces: one
+// value per lane of each warp (lane k holds value k; lane_value fetches
+// it), so that one register is live through every piece instead of ten
+// (the kernels are at their register bounds: ptxas spilled more with
+// them in registers). kFirst / kPieces: the item's first piece (kInline:
+// its first sequence) and piece count; the rest only kInline: what its
+// head and tail pieces need (sequences between them are whole) and the
+// range length (int32: plan_forward takes kInline only where twice the
+// batch's keys fit int32).
+enum WorkLane : int {
+  kFirst,
+  kPieces,
+  kHeadBegin,
+  kHeadEnd,
+  kHeadSlot,
+  kHeadLen,
+  kTailEnd,
+  kTailSlot,
+  kTailLen,
+  kRangeLen,
+  kWorkLanes
+};
+
 // What one CTA's row tile of a piece covers (the same in every forward
 // kernel): the piece, its sequence's key count and queries, the tile's
 // first packed row (query * heads_per_kv + head) and its real rows, and
@@ -265,7 +289,8 @@ __device__ __forceinline__ void visible_keys(const ForwardParams &p, int32_t kv_
 struct TileRows {
   Piece piece;
   int32_t kv_len;
-  int32_t chunk;  // the piece's index in its sequence (o_partial)
+  int32_t chunk;       // the piece's index in its sequence (o_partial)
+  int32_t work_lanes;  // PieceAt::work_lanes
   QueryRange queries;
   int32_t row0;
   int32_t rows_here;
@@ -273,12 +298,15 @@ struct TileRows {
   int32_t kv_hi;
 };
 
-// Fills *t for piece `piece_index` and row tile `row_tile` of `tile_rows`
-// rows; false when there is no such piece or the tile is past the
-// sequence's rows (nothing to do). Uniform across the CTA.
-__device__ __forceinline__ bool find_tile_rows(const ForwardParams &p, int32_t piece_index, int32_t row_tile,
+// Fills *t for piece `at` and row tile `row_tile` of `tile_rows` rows;
+// false when the tile is past the sequence's rows (nothing to do).
+// Uniform across the CTA.
+__device__ __forceinline__ bool find_tile_rows(const ForwardParams &p, const PieceAt &at, int32_t row_tile,
                                                int32_t tile_rows, TileRows *t) {
-  if (!find_piece(p.work, p.seq, piece_index, &t->piece, &t->kv_len, &t->chunk)) return false;
+  t->piece = at.piece;
+  t->kv_len = at.kv_len;
+  t->chunk = at.chunk;
+  t->work_lanes = at.work_lanes;
   t->queries = query_range(p.seq, t->piece.batch);
   const int32_t rows = t->queries.count * p.heads_per_kv;
   t->row0 = row_tile * tile_rows;
@@ -468,9 +496,8 @@ __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const Tile
                                               int32_t group, int32_t head_kv, uint8_t *smem) {
   // (In the dynamic shared memory: merge_smem_bytes.)
   int32_t &last = *reinterpret_cast<int32_t *>(smem);
-  int32_t batch = 0;
   int32_t first_slot = 0;
-  const int32_t slots = split_slots(p.work, p.seq, t.piece.batch, &batch, &first_slot);
+  const int32_t slots = piece_slots(p.work, p.seq, t.piece, t.kv_len, lane_value(t.work_lanes, kRangeLen), &first_slot);
   __syncthreads();  // every thread's stores of the slot are issued; shared memory is free
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
@@ -559,11 +586,11 @@ __device__ __forceinline__ void merge_if_last(const ForwardParams &p, const Tile
 }
 #endif
 
-// Attention of row tile `row_tile` of piece `piece_index` for one K/V head.
+// Attention of row tile `row_tile` of piece `at` for one K/V head.
 // Uniform across the CTA (every early return too).
 template <typename Tile>
-__device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *smem, int32_t piece_index,
-                                             int32_t row_tile, int32_t group, int32_t head_kv) {
+__device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *smem, const PieceAt &at, int32_t row_tile,
+                                             int32_t group, int32_t head_kv) {
   using Layout = typename Tile::Layout;
   constexpr int kHeadDim = Tile::kHeadDim;
   constexpr int kBlockN = Tile::kBlockN;
@@ -579,7 +606,7 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
   using PvType = typename Tile::PvType;
 
   TileRows tile_rows;
-  if (!find_tile_rows(p, piece_index, row_tile, Tile::kRows, &tile_rows)) return;
+  if (!find_tile_rows(p, at, row_tile, Tile::kRows, &tile_rows)) return;
   const Piece &piece = tile_rows.piece;
   const QueryRange &queries = tile_rows.queries;
   const int32_t row0 = tile_rows.row0;
@@ -1003,32 +1030,143 @@ __device__ __forceinline__ void attend_piece(const ForwardParams &p, uint8_t *sm
 // Whether finding a CTA's pieces and tile rows reads no global memory:
 // dense K/V (lengths from the parameters), fixed query rows, no metadata
 // check, a partition computed from the parameters (not the scheduling
-// pass's lists).
+// pass's lists, nor one cut from the lengths).
 __device__ __forceinline__ bool lookups_are_arithmetic(const ForwardParams &p) {
   return p.seq.kv_layout == FMHA_KV_DENSE && p.seq.q_layout != FMHA_Q_VARLEN && p.seq.seq_bad == nullptr &&
-         p.work.source != PieceSource::kScheduled;
+         p.work.source != PieceSource::kScheduled && p.work.source != PieceSource::kInline;
 }
 
-// The body of every forward kernel: `attend(piece_index, cell)` for each
-// piece of this CTA's work item, in order. The kernel may have been
+// find_range_span's shared memory (at the start of the kernel's dynamic
+// shared memory, before the first piece uses it): the block scan's
+// storage and the span within range_span_reserved_bytes, then the
+// batch's lengths (plan_forward checks that they fit).
+template <int kThreads>
+constexpr size_t range_span_scan_bytes() {
+  return (sizeof(typename BlockInt64<kThreads>::TempStorage) + 15) / 16 * 16;
+}
+
+// kInline: the pieces of range r and the run's cut, as the scheduling
+// pass would have written them. The CTA reads the batch's lengths into
+// shared memory (one coalesced round per kThreads sequences); then each
+// thread takes a contiguous share of the batch (ceil(B / kThreads)
+// sequences), two block-wide prefix sums give its first sequence's key
+// offset and first slot, and core::find_span_ends finds the span's ends
+// in its share. Instead of a launch: a round trip to L2 and two block
+// scans per CTA. Every thread of the CTA calls it.
+template <int kThreads>
+__device__ __forceinline__ core::RangeSpan<int32_t> find_range_span(const ForwardParams &p, int32_t r, uint8_t *smem,
+                                                                    core::BalancedCut<int32_t> *cut) {
+  using Block = BlockInt64<kThreads>;
+  constexpr size_t kSpanOffset = range_span_scan_bytes<kThreads>();
+  constexpr size_t kLengthsOffset = range_span_reserved_bytes(kThreads);
+  static_assert(kSpanOffset + sizeof(core::RangeSpan<int32_t>) <= kLengthsOffset, "find_range_span's shared memory");
+  auto &temp = *reinterpret_cast<typename Block::TempStorage *>(smem);
+  auto &shared_span = *reinterpret_cast<core::RangeSpan<int32_t> *>(smem + kSpanOffset);
+  int32_t *const lengths = reinterpret_cast<int32_t *>(smem + kLengthsOffset);
+  const SeqLayout &s = p.seq;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll 4
+  for (int32_t b = tid; b < s.batch; b += kThreads) lengths[b] = kv_length(s, b);
+  if (tid == 0) shared_span = core::RangeSpan<int32_t>{0, -1, 0, -1, 0, 0, -1, 0};  // no piece until found
+  __syncthreads();
+  const auto len_of = [&](int32_t b) { return lengths[b]; };
+  const int32_t per = (s.batch + kThreads - 1) / kThreads;
+  const int32_t b0 = min(tid * per, s.batch);
+  const int32_t b1 = min(b0 + per, s.batch);
+  int64_t keys = 0;
+  for (int32_t b = b0; b < b1; ++b) keys += lengths[b];
+  int64_t start, total;
+  Block(temp).ExclusiveSum(keys, start, total);
+  __syncthreads();
+  // (32-bit keys: plan_forward takes kInline only where twice the
+  // batch's keys fit int32.)
+  *cut = core::balanced_cut<int32_t>(static_cast<int32_t>(total), p.work.pieces_per_seq, p.work.kv_chunk);
+  int64_t slot, slots_total;
+  Block(temp).ExclusiveSum(core::sequences_slots(*cut, b0, b1, static_cast<int32_t>(start), len_of), slot, slots_total);
+  core::find_span_ends(*cut, r, s.batch, b0, b1, static_cast<int32_t>(start), static_cast<int32_t>(slot), len_of,
+                       &shared_span);
+  __syncthreads();
+  const core::RangeSpan<int32_t> span = shared_span;
+  __syncthreads();  // the first piece may write the shared memory
+  return span;
+}
+
+// One lane's value of `values` (WorkLane order).
+template <int kCount>
+__device__ __forceinline__ int32_t this_lanes(const int32_t (&values)[kCount]) {
+  static_assert(kCount <= kWarpSize, "a value per lane");
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  int32_t mine = 0;
+#pragma unroll
+  for (int k = 0; k < kCount; ++k)
+    if (lane == k) mine = values[k];
+  return mine;
+}
+
+// kInline: this lane's WorkLane value of range r (32-bit arithmetic:
+// the 64-bit divisions of the first version were subroutines that cost
+// the streaming kernels hundreds of bytes of spills, ptxas).
+template <int kThreads>
+__device__ __forceinline__ int32_t range_work_lanes(const ForwardParams &p, int32_t r, uint8_t *smem) {
+  core::BalancedCut<int32_t> cut;
+  const core::RangeSpan<int32_t> span = find_range_span<kThreads>(p, r, smem, &cut);
+  const auto len_of = [&](int32_t b) { return kv_length(p.seq, b); };
+  const int32_t pieces = span.last_batch - span.first_batch + 1;
+  const Piece head = core::span_piece(cut, r, span, 0, len_of);
+  const Piece tail = core::span_piece(cut, r, span, pieces - 1, len_of);
+  const int32_t values[kWorkLanes] = {span.first_batch, pieces,      head.kv_begin, head.kv_end,   head.slot,
+                                      span.head_len,    tail.kv_end, tail.slot,     span.tail_len, cut.range_len};
+  return this_lanes(values);
+}
+
+// The body of every forward kernel: `attend(piece, cell)` for each piece
+// (a PieceAt) of this CTA's work item, in order. The kernel may have been
 // launched overlapping the stream's previous kernel (launch_forward_kernel),
-// which may write Q, K/V or the schedule, or read O: it waits for it before
-// any global access. kLateWait (the tile kernel, whose attend_piece waits
-// again right before its first global access): where the lookups are
-// arithmetic, the wait moves there, so that their integer divisions (and
-// the fetch of their code: ncu, run 67) overlap the previous kernel's
-// tail. The combine kernel may be scheduled into the grid's tail (it waits
-// for the whole grid before it reads a partial).
-template <bool kLateWait = false, typename Attend>
-__device__ __forceinline__ void attend_work_item(const ForwardParams &p, Attend attend) {
+// which may write Q, K/V, the lengths or the schedule, or read O: it waits
+// for it before any global access. kLateWait (the tile kernel, whose
+// attend_piece waits again right before its first global access): where
+// the lookups are arithmetic, the wait moves there, so that their integer
+// divisions (and the fetch of their code: ncu, run 67) overlap the
+// previous kernel's tail. The combine kernel may be scheduled into the
+// grid's tail (it waits for the whole grid before it reads a partial).
+template <int kThreads, bool kLateWait = false, typename Attend>
+__device__ __forceinline__ void attend_work_item(const ForwardParams &p, uint8_t *smem, Attend attend) {
   if (!kLateWait || !lookups_are_arithmetic(p)) wait_for_prior_grids();
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);
-  int32_t first_piece = 0;
-  const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first_piece);
-  for (int32_t i = 0; i < pieces; ++i) {
+  int32_t work_lanes;
+  if (p.work.source == PieceSource::kInline) {
+    work_lanes = range_work_lanes<kThreads>(p, cell.item, smem);
+  } else {
+    int32_t first = 0;
+    const int32_t pieces = item_pieces(p.work, p.seq, cell.item, &first);
+    const int32_t values[] = {first, pieces};
+    work_lanes = this_lanes(values);
+  }
+  // One call of `attend` (the kernel's body, inlined once).
+  for (int32_t i = 0; i < lane_value(work_lanes, kPieces); ++i) {
+    const int32_t first = lane_value(work_lanes, kFirst);
+    PieceAt at;
+    at.work_lanes = work_lanes;
+    if (p.work.source == PieceSource::kInline) {
+      const int32_t b = first + i;
+      at.chunk = 0;
+      if (i == 0) {
+        at.piece = Piece{b, lane_value(work_lanes, kHeadBegin), lane_value(work_lanes, kHeadEnd),
+                         lane_value(work_lanes, kHeadSlot)};
+        at.kv_len = lane_value(work_lanes, kHeadLen);
+      } else if (i == lane_value(work_lanes, kPieces) - 1) {
+        at.piece = Piece{b, 0, lane_value(work_lanes, kTailEnd), lane_value(work_lanes, kTailSlot)};
+        at.kv_len = lane_value(work_lanes, kTailLen);
+      } else {
+        at.kv_len = kv_length(p.seq, b);
+        at.piece = Piece{b, 0, at.kv_len, -1};
+      }
+    } else if (!find_piece(p.work, p.seq, first + i, &at)) {
+      continue;  // (uniform across the CTA)
+    }
     if (i > 0) __syncthreads();  // the previous piece is done with shared memory
-    attend(first_piece + i, cell);
+    attend(at, cell);
   }
   // A CTA with nothing to do never reached attend_piece's wait; every CTA
   // waits before it ends, so that this grid completes only after the
@@ -1042,7 +1180,7 @@ __global__ void FMHA_GPU_LAUNCH_BOUNDS((ForwardTile<T, kHeadDimBucket, kQuantise
     splitk_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = ForwardTile<T, kHeadDimBucket, kQuantised, kRowTiles, kWide>;
   extern __shared__ __align__(128) uint8_t smem[];
-  attend_work_item<true>(p, [&](int32_t piece, const GridCell &cell) {
+  attend_work_item<Tile::kThreads, true>(p, smem, [&](const PieceAt &piece, const GridCell &cell) {
     attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
   });
 }

@@ -1,4 +1,5 @@
-// Block-wide int64 reductions and scans for the scheduling pass, under one
+// Block-wide int64 reductions and scans for the scheduling pass and the
+// forward kernels that cut their own ranges (find_range_span), under one
 // interface: CUDA takes CUB's (tuned, shipped with the toolkit); HIP a
 // plain shared-memory scan (Debian's ROCm 5.2 has no hipCUB; the pass is
 // one block over the batch, far from any bound).
@@ -87,8 +88,11 @@ namespace fmha::gpu {
 
 template <int kThreads>
 class BlockInt64 {
+  // (Warp scans: the least shared memory, which the forward kernels take
+  // from their tiles' for the ranges they cut themselves, and the
+  // shortest latency for one scan.)
   using Reduce = cub::BlockReduce<int64_t, kThreads>;
-  using Scan = cub::BlockScan<int64_t, kThreads>;
+  using Scan = cub::BlockScan<int64_t, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
 
  public:
   union TempStorage {

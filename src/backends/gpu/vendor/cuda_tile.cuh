@@ -145,6 +145,9 @@ __device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t *hi, uin
 // `x` of lane (this lane ^ mask) of the warp; every lane takes part.
 __device__ __forceinline__ float lane_xor(float x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
 
+// `x` of lane `lane` of the warp; every lane takes part.
+__device__ __forceinline__ int32_t lane_value(int32_t x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
+
 // The accumulator fragment of mma.m16n8k16: a tile of 16 rows x 8 columns
 // over the 32 lanes of a warp. Lane l holds rows l / 4 and l / 4 + 8, and
 // in each the two adjacent columns 2 (l % 4), 2 (l % 4) + 1: element

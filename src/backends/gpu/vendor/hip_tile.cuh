@@ -80,6 +80,9 @@ __device__ __forceinline__ void split_bf16x2(float x, float y, uint32_t *hi, uin
 // `x` of lane (this lane ^ mask) of the wavefront.
 __device__ __forceinline__ float lane_xor(float x, int mask) { return __shfl_xor(x, mask); }
 
+// `x` of lane `lane` of the wavefront.
+__device__ __forceinline__ int32_t lane_value(int32_t x, int lane) { return __shfl(x, lane); }
+
 // The accumulator of the 16x16x16 MFMA: 16 rows x 16 columns over the 64
 // lanes. Lane l holds column l % 16 of rows 4 (l / 16) .. 4 (l / 16) + 3:
 // element [r] of its 4 is (row(r), col(0)). The 16 lanes of one quarter
