@@ -226,6 +226,7 @@ TEST(FusedMerge, PlanNamesTheMerge) {
   p.kv_layout = FMHA_KV_PAGED;
   p.page_size = 16;
   p.num_pages = 4 * 4096 / 16;
+  p.max_pages_per_seq = 4096 / 16;
   EXPECT_NE(kernel_name(p).find("+inline_ranges+fused_merge"), std::string::npos) << kernel_name(p);
   {
     const ScopedEnv pass("FMHA_SPLITK_TEST_INLINE_RANGES", "0");
@@ -236,6 +237,7 @@ TEST(FusedMerge, PlanNamesTheMerge) {
   p.kv_layout = FMHA_KV_DENSE;
   p.page_size = 0;
   p.num_pages = 0;
+  p.max_pages_per_seq = 0;
   p.split_k = 1;
   EXPECT_EQ(kernel_name(p).find('+'), std::string::npos) << kernel_name(p);
 }
