@@ -1,10 +1,12 @@
-// BALANCED partition on the device: the same arithmetic as
-// fmha::core::partition (schedule.cpp), on the lengths the run finds in
-// device memory. The batch's keys, concatenated, are cut at multiples of
-// range_len = ceil(total / ranges); a sequence containing a cut is split
-// there and its pieces take consecutive partial slots. A piece belongs to
-// the range holding its first key: every range has range_len keys (the
-// last one at most), which the forward kernel turns into equal CTAs.
+// BALANCED partition on the device, on the lengths the run finds in
+// device memory: the cut of fmha::core::partition (schedule.cpp), by the
+// same functions (core::balanced_cut, sequence_cut, sequence_piece), so
+// that the two agree bit for bit. The batch's keys, concatenated, are cut
+// at multiples of range_len = ceil(total / ranges); a sequence containing
+// a cut is split there and its pieces take consecutive partial slots. A
+// piece belongs to the range holding its first key: every range has
+// range_len keys (the last one at most), which the forward kernel turns
+// into equal CTAs.
 #include <cstdint>
 
 #include "backends/gpu/schedule_device.cuh"
@@ -40,11 +42,8 @@ __global__ void __launch_bounds__(kScheduleThreads)
   __syncthreads();
   const int64_t total_keys = shared_total;
 
-  // As effective_ranges() in schedule.cpp: no range shorter than the
-  // minimum piece; a single range cuts nothing.
-  int64_t ranges = total_keys / min_piece_keys;
-  ranges = ranges < 1 ? 1 : (ranges > num_ranges ? num_ranges : ranges);
-  const int64_t range_len = ranges > 1 ? (total_keys + ranges - 1) / ranges : 0;
+  // No range shorter than the minimum piece; a single range cuts nothing.
+  const core::BalancedCut<int64_t> cut = core::balanced_cut<int64_t>(total_keys, num_ranges, min_piece_keys);
 
   int64_t keys_before = 0;         // keys of the sequences of earlier rounds
   int64_t counts_before = 0;       // packed pieces / slots of earlier rounds
@@ -58,38 +57,30 @@ __global__ void __launch_bounds__(kScheduleThreads)
     Block(temp).ExclusiveSum(len, seq_start, round_keys);
     __syncthreads();
     seq_start += keys_before;
-    // Cuts strictly inside the sequence: multiples of range_len in
-    // (seq_start, seq_start + len).
-    const int64_t cuts = len > 0 && range_len > 0 ? (seq_start + len - 1) / range_len - seq_start / range_len : 0;
-    const int64_t own_counts = active ? pack_counts(cuts + 1, cuts > 0 ? cuts + 1 : 0) : 0;
+    // The boundaries strictly inside the sequence, and the range of its
+    // first piece (its k-th piece lies in range first_range + k).
+    const core::SequenceCut<int64_t> at = core::sequence_cut(cut, seq_start, len);
+    const int64_t own_counts = active ? pack_counts(at.cuts + 1, core::sequence_slots(at.cuts)) : 0;
     int64_t counts;
     int64_t round_counts;
     Block(temp).ExclusiveSum(own_counts, counts, round_counts);
     __syncthreads();
     counts += counts_before;
-    // Range of the first piece; its k-th piece starts at the k-th cut, in
-    // range first_range + k.
-    const int64_t first_range = range_len > 0 ? min(seq_start / range_len, ranges - 1) : 0;
     int64_t prev_range;  // range of the piece before this sequence's first
     int64_t round_last_range;
-    Block(temp).ExclusiveScan(active ? first_range + cuts : -1, prev_range, last_range_before, MaxOp(),
+    Block(temp).ExclusiveScan(active ? at.first_range + at.cuts : -1, prev_range, last_range_before, MaxOp(),
                               round_last_range);
     __syncthreads();
 
     if (active) {
       const int64_t first_piece = counts >> 32;
       const int32_t first_slot = static_cast<int32_t>(counts & 0xffffffff);
-      int64_t cut = seq_start;
-      int64_t boundary = range_len > 0 ? (seq_start / range_len + 1) * range_len : 0;
-      for (int64_t k = 0; k <= cuts; ++k, boundary += range_len) {
-        const int64_t end = k < cuts ? boundary : seq_start + len;
-        pieces[first_piece + k] = Piece{b, static_cast<int32_t>(cut - seq_start), static_cast<int32_t>(end - seq_start),
-                                        cuts == 0 ? -1 : first_slot + static_cast<int32_t>(k)};
+      for (int64_t k = 0; k <= at.cuts; ++k) {
+        pieces[first_piece + k] = core::sequence_piece(cut, b, seq_start, len, first_slot, k);
         // Ranges (prev_range, first_range + k] start at this piece.
-        for (int64_t r = prev_range + 1; r <= first_range + k; ++r)
+        for (int64_t r = prev_range + 1; r <= at.first_range + k; ++r)
           range_first[r] = static_cast<int32_t>(first_piece + k);
-        prev_range = first_range + k;
-        cut = end;
+        prev_range = at.first_range + k;
       }
     }
     keys_before += round_keys;
@@ -98,10 +89,10 @@ __global__ void __launch_bounds__(kScheduleThreads)
   }
   if (tid == 0) {
     const int32_t num_pieces = static_cast<int32_t>(counts_before >> 32);
-    for (int64_t r = last_range_before + 1; r <= ranges; ++r) range_first[r] = num_pieces;
+    for (int64_t r = last_range_before + 1; r <= cut.ranges; ++r) range_first[r] = num_pieces;
     meta->num_pieces = num_pieces;
-    meta->num_ranges = static_cast<int32_t>(ranges);
-    meta->range_len = range_len;
+    meta->num_ranges = static_cast<int32_t>(cut.ranges);
+    meta->range_len = cut.range_len;
   }
 }
 
