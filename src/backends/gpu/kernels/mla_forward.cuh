@@ -576,7 +576,8 @@ __global__ void __launch_bounds__(MlaTile<T, kFp8, kFp8Q, kFp8P>::kThreads,
     mla_forward_kernel(const FMHA_GPU_GRID_CONSTANT ForwardParams p) {
   using Tile = MlaTile<T, kFp8, kFp8Q, kFp8P>;
   extern __shared__ __align__(128) uint8_t smem[];
-  attend_work_item<Tile::kThreads>(p, smem, [&](const PieceAt &piece, const GridCell &cell) {
+  // (No kInline: plan_forward never merges inside the MLA kernel.)
+  attend_work_item<Tile::kThreads, false, false>(p, smem, [&](const PieceAt &piece, const GridCell &cell) {
     mla_attend_piece<Tile>(p, smem, piece, cell.row_tile, cell.group, cell.head_kv);
   });
 }

@@ -1105,9 +1105,13 @@ __device__ __forceinline__ int32_t this_lanes(const int32_t (&values)[kCount]) {
 
 // kInline: this lane's WorkLane value of range r (32-bit arithmetic:
 // the 64-bit divisions of the first version were subroutines that cost
-// the streaming kernels hundreds of bytes of spills, ptxas).
+// the streaming kernels hundreds of bytes of spills, ptxas). Not inlined:
+// called once per CTA, before any piece, its block scans and span walk
+// stay out of the register allocation of the kernel's body (inlined, they
+// added spills to the streaming kernels' dense runs, which never take
+// this path: run 82).
 template <int kThreads>
-__device__ __forceinline__ int32_t range_work_lanes(const ForwardParams &p, int32_t r, uint8_t *smem) {
+__device__ __noinline__ int32_t range_work_lanes(const ForwardParams &p, int32_t r, uint8_t *smem) {
   core::BalancedCut<int32_t> cut;
   const core::RangeSpan<int32_t> span = find_range_span<kThreads>(p, r, smem, &cut);
   const auto len_of = [&](int32_t b) { return kv_length(p.seq, b); };
@@ -1129,13 +1133,16 @@ __device__ __forceinline__ int32_t range_work_lanes(const ForwardParams &p, int3
 // divisions (and the fetch of their code: ncu, run 67) overlap the
 // previous kernel's tail. The combine kernel may be scheduled into the
 // grid's tail (it waits for the whole grid before it reads a partial).
-template <int kThreads, bool kLateWait = false, typename Attend>
+// kInlineRanges false: the kernel is never given PieceSource::kInline (the
+// MLA kernel, which never merges inside), so its code is left out.
+template <int kThreads, bool kLateWait = false, bool kInlineRanges = true, typename Attend>
 __device__ __forceinline__ void attend_work_item(const ForwardParams &p, uint8_t *smem, Attend attend) {
   if (!kLateWait || !lookups_are_arithmetic(p)) wait_for_prior_grids();
   allow_dependent_grids();
   const GridCell cell = grid_cell(p);
+  const bool inline_ranges = kInlineRanges && p.work.source == PieceSource::kInline;
   int32_t work_lanes;
-  if (p.work.source == PieceSource::kInline) {
+  if (inline_ranges) {
     work_lanes = range_work_lanes<kThreads>(p, cell.item, smem);
   } else {
     int32_t first = 0;
@@ -1148,7 +1155,7 @@ __device__ __forceinline__ void attend_work_item(const ForwardParams &p, uint8_t
     const int32_t first = lane_value(work_lanes, kFirst);
     PieceAt at;
     at.work_lanes = work_lanes;
-    if (p.work.source == PieceSource::kInline) {
+    if (inline_ranges) {
       const int32_t b = first + i;
       at.chunk = 0;
       if (i == 0) {
