@@ -27,6 +27,12 @@ constexpr int64_t kItemsPerWorker = 2;
 // fastest unsplit).
 constexpr int64_t kShortSequenceKeys = 4096;
 
+// The memory bandwidth per SM (GB/s, peak) from which the CUDA plugin runs
+// the wide tile kernel on grids of at most two CTAs per SM (its
+// kWideMinGbpsPerSm: the H200, not the H100). Below it a uniform batch
+// whose CTAs fill whole layers of the SMs runs unsplit (heuristic_choice).
+constexpr double kWideTileMinGbpsPerSm = 30.0;
+
 // A GPU batch whose K/V work per SM is at most this many key rows x head
 // dims (every row tile's pass counted; 1.5 MiB of bf16 K and V) is small:
 // its split aims at kSmallBatchCtasPerSm CTAs per SM with pieces of at
@@ -237,6 +243,28 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
     const int64_t waves = ceil_div(pair_ctas, wave);
     if (pair_ctas >= wave && pair_ctas * 10 >= waves * wave * 9) return ScheduleChoice{0, min_piece};
   }
+  // A uniform batch whose 16-row CTAs fill whole layers of the SMs, 90%
+  // or more, all resident at once (head dims up to 256), stays unsplit
+  // where the SMs get less than kWideTileMinGbpsPerSm each (H100): every
+  // SM streams the same keys, and a split only adds CTAs, pieces and the
+  // merge. The H100 tunes at 4cc7e77 (runs 86-89 of docs/validation.md,
+  // graph replays in run 89) measured the unsplit batch 1.01-1.07x faster
+  // on MHA B 8 L 8192, Mq 4 B 32 L 8192, D 64 / D 256 B 16 L 8192, B 32 L
+  // 16384 and the paged B 32 L 16384 batches (128 or 256 CTAs), 1.05x and
+  // 1.18x on fp8 and int4 paged; and slower past one resident wave (B 64
+  // L 16384, 512 CTAs: 0.96x). With faster memory the plugin runs such a
+  // grid on its wide kernel, and the H200 tunes favoured splits there
+  // (docs/performance.md), so that case keeps them until an H200 tune at
+  // main says otherwise.
+  const int64_t row_tiles = ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv),
+                                     pairs ? kRowsPerPair : kRowsPerCta);
+  const bool uniform = longest * problem.batch == total_keys;
+  const bool slow_memory = plan.device.memory_bandwidth_gbps < kWideTileMinGbpsPerSm * static_cast<double>(workers);
+  if (!pairs && uniform && slow_memory && head_dim <= 256) {
+    const int64_t ctas = items * row_tiles;
+    const int64_t layers = ceil_div(ctas, workers);
+    if (layers <= resident && ctas * 10 >= layers * workers * 9) return ScheduleChoice{0, min_piece};
+  }
   const ScheduleChoice default_waves{pairs ? 2 : head_dim <= 256 ? 3 : 2, min_piece};
   // A small batch (little K/V work per SM) whose 256-key pieces would make
   // more than 2 CTAs per SM, counting the row tiles of each range (MQA's 32
@@ -250,8 +278,6 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // 3 waves of 256-key pieces. Batches whose 256-key pieces make at most 2
   // CTAs per SM keep them (longer pieces lost there: B 4 L 2048), and
   // ranges of more than 2 row tiles are unchanged (not measured).
-  const int64_t row_tiles =
-      ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), pairs ? kRowsPerPair : kRowsPerCta);
   if (head_dim > 256 || row_tiles < 1 || row_tiles > kSmallBatchCtasPerSm) return default_waves;
   const double ctas_per_range = static_cast<double>(items_per_range) * static_cast<double>(row_tiles);
   const double work_per_sm = static_cast<double>(total_keys) * ctas_per_range * head_dim / static_cast<double>(workers);

@@ -31,6 +31,7 @@ struct Shape {
   int32_t kv_layout = FMHA_KV_PADDED;
   int32_t num_workers = 8;
   int32_t dl_device_type = kDLCPU;
+  double memory_bandwidth_gbps = 0.0;  // peak, GB/s (0: unknown)
 };
 
 fmha_plan_data plan_for(const Shape &shape) {
@@ -51,6 +52,7 @@ fmha_plan_data plan_for(const Shape &shape) {
   p.kv_layout = shape.kv_layout;
   plan.device.num_workers = shape.num_workers;
   plan.device.dl_device_type = shape.dl_device_type;
+  plan.device.memory_bandwidth_gbps = shape.memory_bandwidth_gbps;
   return plan;
 }
 
@@ -317,7 +319,8 @@ TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsOneWave) {
 
 // ... but splits into one full wave when the items overflow it (B 64 x 8
 // heads > 3 x 132), when the sequences are long, and at head dim 256 aims
-// at 3 waves too.
+// at 3 waves too (on a GPU whose memory feeds each SM 30 GB/s or more:
+// an H200's 4.8 TB/s over 132 SMs).
 TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
   Shape shape;
   shape.batch = 64;
@@ -325,6 +328,7 @@ TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
   shape.heads_q = 32;
   shape.num_workers = 132;
   shape.dl_device_type = kDLCUDA;
+  shape.memory_bandwidth_gbps = 4800.0;
   const fmha_plan_data wide = scheduled(shape);
   EXPECT_EQ(wide.num_ranges, 3 * 132 / 8);
   shape.batch = 32;
@@ -336,6 +340,50 @@ TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
   shape.head_dim_v = 256;
   const fmha_plan_data d256 = scheduled(shape);
   EXPECT_EQ(d256.num_ranges, 3 * 132 / 8);
+}
+
+// Where the memory feeds each SM less than 30 GB/s (an H100's 3.35 TB/s
+// over 132 SMs), a uniform batch whose 16-row CTAs fill whole layers of
+// the SMs, 90% or more, all resident (at most 3 per SM to head dim 128, 2
+// at 256), stays unsplit however long its sequences; past one resident
+// wave, below 90% of a layer, with uneven expected lengths, or with
+// faster memory it splits as before.
+TEST(Schedule, SlowMemoryKeepsBatchesFillingWholeLayersUnsplit) {
+  Shape shape;
+  shape.heads_kv = 8;
+  shape.heads_q = 32;
+  shape.num_workers = 132;
+  shape.dl_device_type = kDLCUDA;
+  shape.memory_bandwidth_gbps = 3352.0;
+  const auto ranges = [&](int64_t batch, int64_t keys) {
+    shape.batch = batch;
+    shape.max_kv_seqlen = keys;
+    return scheduled(shape).num_ranges;
+  };
+  EXPECT_EQ(ranges(32, 16384), 1) << "256 CTAs: 97% of 2 layers";
+  EXPECT_EQ(ranges(16, 8192), 1) << "128 CTAs: 97% of 1 layer";
+  EXPECT_GT(ranges(64, 16384), 1) << "512 CTAs: past 3 per SM";
+  EXPECT_GT(ranges(8, 32768), 1) << "64 CTAs: 48% of 1 layer";
+  EXPECT_GT(ranges(40, 16384), 1) << "320 CTAs: 81% of 3 layers";
+  shape.max_q_seqlen = 4;  // 16 rows per K/V head: still one CTA each
+  EXPECT_EQ(ranges(32, 8192), 1) << "Mq 4: 256 CTAs";
+  shape.max_q_seqlen = 8;  // 32 rows: row pairs, whose own rule splits 64 of them
+  EXPECT_GT(ranges(8, 8192), 1);
+  shape.max_q_seqlen = 1;
+  shape.head_dim_v = 256;
+  EXPECT_EQ(ranges(16, 8192), 1) << "D 256: 128 CTAs, 2 resident per SM";
+  EXPECT_GT(ranges(64, 8192), 1) << "D 256: 512 CTAs, past 2 per SM";
+  shape.head_dim_v = 128;
+  shape.memory_bandwidth_gbps = 4800.0;
+  EXPECT_GT(ranges(32, 16384), 1) << "faster memory: split as before";
+  shape.memory_bandwidth_gbps = 3352.0;
+  // A hint of uneven lengths (a padded batch): the CTAs are not equal.
+  shape.batch = 32;
+  shape.max_kv_seqlen = 16384;
+  std::vector<int32_t> hint(32, 16384);
+  EXPECT_EQ(scheduled(shape, hint.data()).num_ranges, 1);
+  hint[0] = 1000;
+  EXPECT_GT(scheduled(shape, hint.data()).num_ranges, 1);
 }
 
 // ... except a small batch (at most 1.5 MiB of K/V per SM) whose 256-key
