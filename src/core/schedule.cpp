@@ -258,8 +258,8 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // until an H200 tune at main says otherwise. Other GPUs under the bound
   // (A100, L40) take the rule unmeasured. "Uniform": the expected lengths
   // (the hint, else max_kv_seqlen for every sequence) are equal.
-  const int64_t row_tiles = ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv),
-                                     pairs ? kRowsPerPair : kRowsPerCta);
+  const int64_t row_tiles =
+      ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), pairs ? kRowsPerPair : kRowsPerCta);
   const bool uniform = longest * problem.batch == total_keys;
   const bool slow_memory = plan.device.memory_bandwidth_gbps < kWideTileMinGbpsPerSm * static_cast<double>(workers);
   if (!pairs && uniform && slow_memory && head_dim <= 256) {
