@@ -56,6 +56,19 @@ fmha_plan_data plan_for(const Shape &shape) {
   return plan;
 }
 
+// GQA 32 / 8 heads on a GPU of `num_workers` SMs (or CUs) whose memory
+// gives `memory_bandwidth_gbps` (0: unknown), the shape most GPU rules here
+// are stated for.
+Shape gqa_on_gpu(int32_t num_workers, int32_t dl_device_type, double memory_bandwidth_gbps = 0.0) {
+  Shape shape;
+  shape.heads_kv = 8;
+  shape.heads_q = 32;
+  shape.num_workers = num_workers;
+  shape.dl_device_type = dl_device_type;
+  shape.memory_bandwidth_gbps = memory_bandwidth_gbps;
+  return shape;
+}
+
 fmha_plan_data scheduled(const Shape &shape, const int32_t *hint = nullptr) {
   fmha_plan_data plan = plan_for(shape);
   std::string message;
@@ -302,12 +315,8 @@ TEST(Schedule, BalancedKeepsRangesAboveTheMinimumPieceLength) {
 // On a GPU, a batch of short sequences whose items fit one wave of resident
 // CTAs (3 per SM at head dim 128) runs unsplit.
 TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsOneWave) {
-  Shape shape;
+  Shape shape = gqa_on_gpu(132, kDLCUDA);
   shape.batch = 32;
-  shape.heads_kv = 8;
-  shape.heads_q = 32;
-  shape.num_workers = 132;
-  shape.dl_device_type = kDLCUDA;
   const fmha_plan_data plan = scheduled(shape);
   EXPECT_EQ(plan.schedule, FMHA_SCHEDULE_BALANCED);
   EXPECT_EQ(plan.num_ranges, 1);
@@ -322,13 +331,8 @@ TEST(Schedule, BalancedDoesNotSplitWhenTheBatchFillsOneWave) {
 // at 3 waves too (on a GPU whose memory feeds each SM 30 GB/s or more:
 // an H200's 4.8 TB/s over 132 SMs).
 TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
-  Shape shape;
+  Shape shape = gqa_on_gpu(132, kDLCUDA, 4800.0);
   shape.batch = 64;
-  shape.heads_kv = 8;
-  shape.heads_q = 32;
-  shape.num_workers = 132;
-  shape.dl_device_type = kDLCUDA;
-  shape.memory_bandwidth_gbps = 4800.0;
   const fmha_plan_data wide = scheduled(shape);
   EXPECT_EQ(wide.num_ranges, 3 * 132 / 8);
   shape.batch = 32;
@@ -349,12 +353,7 @@ TEST(Schedule, BalancedSplitsPastOneWaveOrLongSequences) {
 // wave, below 90% of a layer, with uneven expected lengths, or with
 // faster memory it splits as before.
 TEST(Schedule, SlowMemoryKeepsBatchesFillingWholeLayersUnsplit) {
-  Shape shape;
-  shape.heads_kv = 8;
-  shape.heads_q = 32;
-  shape.num_workers = 132;
-  shape.dl_device_type = kDLCUDA;
-  shape.memory_bandwidth_gbps = 3352.0;
+  Shape shape = gqa_on_gpu(132, kDLCUDA, 3352.0);
   const auto ranges = [&](int64_t batch, int64_t keys) {
     shape.batch = batch;
     shape.max_kv_seqlen = keys;
@@ -499,11 +498,7 @@ TEST(Schedule, RowPairsFillingWholeWavesStayUnsplit) {
 // L 32768 over 8 K/V heads splits 128 ways (the reference's count) rounded
 // up to whole waves of the CUs; B 128 L 8192 is not split.
 TEST(Schedule, BalancedOnAmdGpusStartsFromTheReferenceSplitCount) {
-  Shape shape;
-  shape.heads_kv = 8;
-  shape.heads_q = 32;
-  shape.num_workers = 304;
-  shape.dl_device_type = kDLROCM;
+  Shape shape = gqa_on_gpu(304, kDLROCM);
   shape.batch = 1;
   shape.max_kv_seqlen = 32768;
   const fmha_plan_data one = scheduled(shape);
