@@ -27,12 +27,6 @@ constexpr int64_t kItemsPerWorker = 2;
 // fastest unsplit).
 constexpr int64_t kShortSequenceKeys = 4096;
 
-// The memory bandwidth per SM (GB/s, peak) from which the CUDA plugin runs
-// the wide tile kernel on grids of at most two CTAs per SM (its
-// kWideMinGbpsPerSm: the H200, not the H100). Below it a uniform batch
-// whose CTAs fill whole layers of the SMs runs unsplit (heuristic_choice).
-constexpr double kWideTileMinGbpsPerSm = 30.0;
-
 // A GPU batch whose K/V work per SM is at most this many key rows x head
 // dims (every row tile's pass counted; 1.5 MiB of bf16 K and V) is small:
 // its split aims at kSmallBatchCtasPerSm CTAs per SM with pieces of at

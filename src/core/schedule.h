@@ -22,6 +22,12 @@ struct Piece {
   int32_t slot;
 };
 
+// The memory bandwidth per SM (GB/s, peak) from which the CUDA plugin runs
+// its wide tile kernel on grids of at most two CTAs per SM (the H200, not
+// the H100), and below which the heuristic keeps a uniform batch that
+// fills whole layers of the SMs unsplit: one bound for both choices.
+inline constexpr double kWideTileMinGbpsPerSm = 30.0;
+
 // The parameters of a BALANCED partition, the knobs autotuning turns:
 // `waves` work items per worker that the ranges aim at (0: a single range,
 // no sequence split) and the shortest piece `min_piece` in keys. waves < 0

@@ -344,9 +344,8 @@ fmha_status plan_forward(fmha_plan_data *plan, fmha_msg msg) {
   if (!quantised && !mla && !row_pairs && bucket == 128) {
     const int64_t grid_ctas = config.work_items * row_tiles * heads;
     const int32_t sms = std::max(1, plan->device.num_workers);
-    constexpr double kWideMinGbpsPerSm = 30.0;
     config.wide = !(problem.flags & FMHA_FLAG_BATCH_INVARIANT) && grid_ctas <= 2 * static_cast<int64_t>(sms) &&
-                  plan->device.memory_bandwidth_gbps >= kWideMinGbpsPerSm * sms;
+                  plan->device.memory_bandwidth_gbps >= core::kWideTileMinGbpsPerSm * sms;
     if (const char *forced = std::getenv("FMHA_SPLITK_TEST_WIDE_TILES")) config.wide = forced[0] == '1';
     if (config.wide) {
       tile = wide_tile_info(problem.q_dtype);
