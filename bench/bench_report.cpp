@@ -21,6 +21,7 @@ std::string problem_json(const BenchResult &r, double read_bandwidth_gbps) {
   json += ",\n     \"time_us\": " + json_number(r.time_us) +
           ", \"pct_read\": " + json_number(pct_read(r, read_bandwidth_gbps)) +
           ", \"host_run_us\": " + json_number(r.host_run_us) + ", \"plan_us\": " + json_number(r.plan_us) +
+          ", \"plan_external_us\": " + json_number(r.plan_external_us) +
           ", \"split_k\": " + (r.kernel.empty() ? std::string("null") : std::to_string(r.split_k)) +
           ", \"kernel\": " + (r.kernel.empty() ? std::string("null") : json_string(r.kernel)) +
           ", \"config_source\": " + (r.config_source.empty() ? std::string("null") : json_string(r.config_source)) +

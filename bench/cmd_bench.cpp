@@ -245,6 +245,9 @@ void bench_case(Device &device, const BenchSettings &settings, BenchResult &resu
   const BenchCase &c = result.bench_case;
   const fmha_splitk_problem problem = c.library_problem(settings.backend);
   result.plan_us = plan_creation_us(problem, settings.backend_name);
+  fmha_splitk_problem external = problem;
+  external.flags |= FMHA_FLAG_EXTERNAL_WORKSPACE;
+  result.plan_external_us = plan_creation_us(external, settings.backend_name);
   const Plan plan = create_plan(problem, settings.backend_name);
   const fmha_splitk_plan_info info = plan_info(plan);
   result.split_k = info.split_k;
