@@ -26,11 +26,11 @@ struct BenchResult {
   double time_us = NAN;      // median per call over graph replays
   double host_run_us = NAN;  // mean wall-clock cost of one eager call
   double plan_us = NAN;      // median fmha_splitk_create_plan
-  // ... of the same problem with FMHA_FLAG_EXTERNAL_WORKSPACE: the plan
-  // without its own workspace, counters and run order (plan_us minus this
-  // is what the allocations cost).
-  double plan_external_us = NAN;
   double rel_err = NAN;      // worst of the checked sequences; NaN with --no-check
+  // plan_us of the same problem with FMHA_FLAG_EXTERNAL_WORKSPACE: the plan
+  // without its own workspace, counters and run order (plan_us minus this
+  // is what those allocations cost).
+  double plan_external_us = NAN;
   bool checked = false;
   int32_t split_k = 0;
   std::string kernel;
