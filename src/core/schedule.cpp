@@ -246,12 +246,14 @@ ScheduleChoice heuristic_choice(const fmha_plan_data &plan, int64_t total_keys, 
   // on MHA B 8 L 8192, Mq 4 B 32 L 8192, D 64 / D 256 B 16 L 8192, B 32 L
   // 16384 and the paged B 32 L 16384 batches (128 or 256 CTAs), 1.05x and
   // 1.18x on fp8 and int4 paged; and slower past one resident wave (the
-  // uniform B 64 batch of the grid, 512 CTAs: 0.96x). With faster memory
-  // the plugin runs such a grid on its wide kernel, and the H200 tunes
-  // favoured splits there (docs/performance.md), so that case keeps them
-  // until an H200 tune at main says otherwise. Other GPUs under the bound
-  // (A100, L40) take the rule unmeasured. "Uniform": the expected lengths
-  // (the hint, else max_kv_seqlen for every sequence) are equal.
+  // uniform B 64 batch of the grid, 512 CTAs: 0.96x); the rule's build
+  // against 4cc7e77 (run 90): 1.012-1.163x, page 1 0.996x. With faster
+  // memory the plugin runs such a grid on its wide kernel, and the H200
+  // tunes favoured splits there (docs/performance.md), so that case keeps
+  // them until an H200 A/B at main says otherwise (wip/README.md). Other
+  // GPUs under the bound (A100, L40) take the rule unmeasured. "Uniform":
+  // the expected lengths (the hint, else max_kv_seqlen for every sequence)
+  // are equal.
   const int64_t row_tiles =
       ceil_div(problem.max_q_seqlen * (problem.heads_q / problem.heads_kv), pairs ? kRowsPerPair : kRowsPerCta);
   const bool uniform = longest * problem.batch == total_keys;
