@@ -206,6 +206,7 @@ def main():
     ap.add_argument("--read-gbps", type=float, default=0.0, help="read bandwidth of the same run, for pct_read")
     ap.add_argument("--fp8", action="store_true", help="also time fp8 latents (kind mla_fp8) beside each bf16 problem")
     ap.add_argument("--peers", action="store_true", help="also time PyTorch SDPA on dense bf16 copies")
+    ap.add_argument("--only", default="", help="comma-separated problem names (e.g. mla_b128_l4096_fp8): run only those")
     args = ap.parse_args()
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
@@ -218,6 +219,12 @@ def main():
         uniform = [(name, lens) for name, lens in problems if "varlen" not in name and "equal" not in name]
         runs += [(name + "_fp8", lens, True, True) for name, lens in uniform]
         runs += [(name + "_fp8kv", lens, True, False) for name, lens in uniform]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {name for name, *_ in runs}
+        if unknown:
+            ap.error(f"--only: unknown problems {sorted(unknown)} (the _fp8 / _fp8kv rows need --fp8)")
+        runs = [r for r in runs if r[0] in wanted]
     results = []
     for name, lens, fp8, fp8_q in runs:
         try:
