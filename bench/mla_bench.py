@@ -25,6 +25,7 @@ session without a device: not yet run.)
 
 Usage: FMHA_SPLITK_LIBRARY=.../libfmha_splitk.so PYTHONPATH=python \\
        python3 bench/mla_bench.py [--out mla.json] [--read-gbps 4540] [--fp8] [--peers]
+       [--only NAME,...]
 """
 import argparse
 import json
@@ -208,8 +209,6 @@ def main():
     ap.add_argument("--peers", action="store_true", help="also time PyTorch SDPA on dense bf16 copies")
     ap.add_argument("--only", default="", help="comma-separated problem names (e.g. mla_b128_l4096_fp8): run only those")
     args = ap.parse_args()
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(7)
     problems = [(f"mla_b{b}_l{n}", [n] * b) for b in (64, 128, 256) for n in (1024, 4096, 8192)]
     varlen = lcg_lengths(128, 8192)
     mean = sum(varlen) // len(varlen)
@@ -225,6 +224,8 @@ def main():
         if unknown:
             ap.error(f"--only: unknown problems {sorted(unknown)} (the _fp8 / _fp8kv rows need --fp8)")
         runs = [r for r in runs if r[0] in wanted]
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
     results = []
     for name, lens, fp8, fp8_q in runs:
         try:
